@@ -1,0 +1,83 @@
+"""Tests of `tff_flare.runtime`: no TFF worker outlives a process that used TFF."""
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+from absl.testing import parameterized
+import tensorflow as tf
+
+from tff_flare import runtime
+
+_CHILD = r'''
+import sys, time
+import tensorflow_federated as tff
+import tff_flare
+from tff_flare import runtime
+
+@tff.tensorflow.computation
+def one():
+  return 1
+
+assert one() == 1
+print('WORKERS', ' '.join(map(str, runtime.local_worker_pids())), flush=True)
+if sys.argv[1] == 'wait':
+  time.sleep(120)
+'''
+
+
+def _alive_worker(pid: int) -> bool:
+  try:
+    with open(f'/proc/{pid}/cmdline', 'rb') as f:
+      return runtime.WORKER_BINARY_NAME.encode() in f.read()
+  except OSError:
+    return False
+
+
+class NoWorkerLeftBehindTest(tf.test.TestCase, parameterized.TestCase):
+
+  def _read(self, fd: int, timeout_s: float) -> bytes:
+    ready, _, _ = select.select([fd], [], [], timeout_s)
+    if not ready:
+      self.fail(f'no output and no end of file in {timeout_s} s: an orphaned worker holds '
+                'the pipe open')
+    return os.read(fd, 65536)
+
+  @parameterized.named_parameters(('normal_exit', 'exit', None),
+                                  ('sigterm', 'wait', signal.SIGTERM),
+                                  ('ctrl_c', 'wait', signal.SIGINT))
+  def test_worker_stopped(self, mode, signum):
+    env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL='3')
+    child = subprocess.Popen([sys.executable, '-c', _CHILD, mode], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, env=env)
+    fd = child.stdout.fileno()
+    try:
+      output = b''
+      while b'WORKERS' not in output or not output.endswith(b'\n'):
+        chunk = self._read(fd, timeout_s=120)
+        if not chunk:
+          self.fail(f'child exited before reporting its workers: {output!r}')
+        output += chunk
+      line = output[output.index(b'WORKERS'):].decode()
+      pids = [int(p) for p in line.split()[1:]]
+      self.assertNotEmpty(pids)  # The default TFF context started a worker_binary.
+      if signum is not None:
+        child.send_signal(signum)
+      start = time.monotonic()
+      self.assertNotEqual(child.wait(timeout=60), None)
+      self.assertLess(time.monotonic() - start, 30)
+      # The child's stdout closes only when no process holds it: no orphaned worker.
+      self.assertEqual(self._read(fd, timeout_s=15), b'')
+      for pid in pids:
+        self.assertFalse(_alive_worker(pid), f'worker {pid} outlived its parent')
+    finally:
+      if child.poll() is None:
+        child.kill()
+        child.wait()
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -1,0 +1,86 @@
+"""Tests of `tff_flare.stateful_process`: signatures, metrics, non-finite clients."""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tests import tiny_models
+from tff_flare import ec
+from tff_flare import flare
+
+
+class StatefulProcessTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.process = flare.build_flare(
+        tiny_models.softmax_model_fn(), keep_percent=20.0,
+        client_optimizer=tff.learning.optimizers.build_sgdm(0.5), tau=0.5, tau_decay=2.0)
+
+  def test_client_states_are_clients_placed(self):
+    parameter = self.process.next.type_signature.parameter
+    self.assertIs(parameter[2].placement, tff.CLIENTS)
+    self.assertIs(self.process.next.type_signature.result[2].placement, tff.CLIENTS)
+    self.assertIs(self.process.next.type_signature.result[0].placement, tff.SERVER)
+    self.assertTrue(self.process.has_client_state)
+
+  def test_tau_is_state_not_recompilation_and_advances(self):
+    state = self.process.initialize()
+    datasets = [tiny_models.classification_dataset(0)]
+    states = [self.process.initial_client_state()]
+    taus = []
+    for _ in range(3):
+      output = self.process.next(state, datasets, states)
+      state, states = output.state, output.client_states
+      taus.append(output.metrics['tau'])
+    self.assertAllClose(taus, [0.25, 0.125, 0.0625])
+    self.assertEqual(state.client_work['round_num'], 3)
+
+  def test_nonfinite_client_sends_nothing_and_keeps_its_state(self):
+    good = tiny_models.classification_dataset(0)
+    x = np.full((8, 4), np.nan, np.float32)
+    bad = tf.data.Dataset.from_tensor_slices(
+        collections.OrderedDict(x=x, y=np.zeros((8, 1), np.int32))).batch(8)
+    state = self.process.initialize()
+    old_state = collections.OrderedDict(
+        accumulator=[np.full((4, 3), 0.5, np.float32), np.full((3,), 0.25, np.float32)])
+    output = self.process.next(state, [good, bad], [self.process.initial_client_state(),
+                                                    old_state])
+    communication = output.metrics['communication']
+    self.assertEqual(communication['nonfinite_clients_total'], 1)
+    self.assertEqual(communication['num_clients_total'], 2)
+    for kept, old in zip(output.client_states[1][ec.ACCUMULATOR], old_state['accumulator']):
+      self.assertAllEqual(kept, old)
+    weights = tiny_models.trainable_arrays(self.process, output.state)
+    self.assertTrue(all(np.all(np.isfinite(w)) for w in weights))
+    # Alone, the good client moves the model by half its message (unweighted mean over 2).
+    alone = self.process.next(state, [good], [self.process.initial_client_state()])
+    initial = tiny_models.trainable_arrays(self.process, state)
+    alone_weights = tiny_models.trainable_arrays(self.process, alone.state)
+    for w, w0, wa in zip(weights, initial, alone_weights):
+      self.assertAllClose(w - w0, (wa - w0) / 2.0, rtol=1e-6, atol=1e-7)
+
+  def test_communication_metrics(self):
+    datasets = [tiny_models.classification_dataset(s) for s in range(3)]
+    output = self.process.next(self.process.initialize(), datasets,
+                               [self.process.initial_client_state()] * 3)
+    communication = output.metrics['communication']
+    # Kernel 4x3 at R=20: k = 2.4 -> 3 kept; bias of 3: k = 0.6 -> 2 kept: 5 of 15 a client.
+    self.assertEqual(communication['entries_sent_total'], 15)
+    self.assertEqual(communication['entries_sent_per_client'], 5.0)
+    self.assertEqual(communication['bytes_sent_total'], 15 * 8)
+    self.assertAllClose(communication['density'], 5.0 / 15.0)
+    self.assertEqual(self.process.num_trainable_parameters, 15)
+    self.assertIn('loss', output.metrics['train'])
+
+  def test_rejects_weighted_aggregator(self):
+    with self.assertRaisesRegex(TypeError, 'UnweightedAggregationFactory'):
+      ec.build_ec(tiny_models.softmax_model_fn(), keep_percent=20.0,
+                  client_optimizer=tff.learning.optimizers.build_sgdm(0.5),
+                  model_aggregator=tff.aggregators.MeanFactory())
+
+
+if __name__ == '__main__':
+  tf.test.main()

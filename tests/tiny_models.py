@@ -1,0 +1,70 @@
+"""Tiny models and client data shared by the tests (hand-checkable sizes)."""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+
+def linear_regression_spec(num_features: int):
+  return collections.OrderedDict(
+      x=tf.TensorSpec([None, num_features], tf.float32),
+      y=tf.TensorSpec([None, 1], tf.float32))
+
+
+def linear_regression_model_fn(num_features: int = 3, use_bias: bool = False):
+  """`y_hat = x @ w (+ b)` with mean-squared-error loss; weights start at zero."""
+
+  def model_fn():
+    keras_model = tf.keras.Sequential([
+        tf.keras.layers.Input((num_features,)),
+        tf.keras.layers.Dense(1, use_bias=use_bias, kernel_initializer='zeros'),
+    ])
+    return tff.learning.models.from_keras_model(
+        keras_model, loss=tf.keras.losses.MeanSquaredError(),
+        input_spec=linear_regression_spec(num_features))
+
+  return model_fn
+
+
+def softmax_model_fn(num_features: int = 4, num_classes: int = 3, seed: int = 1):
+  """A one-layer softmax classifier with a seeded kernel and a bias."""
+
+  def model_fn():
+    keras_model = tf.keras.Sequential([
+        tf.keras.layers.Input((num_features,)),
+        tf.keras.layers.Dense(num_classes,
+                              kernel_initializer=tf.keras.initializers.GlorotNormal(seed)),
+    ])
+    return tff.learning.models.from_keras_model(
+        keras_model, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        input_spec=collections.OrderedDict(
+            x=tf.TensorSpec([None, num_features], tf.float32),
+            y=tf.TensorSpec([None, 1], tf.int32)),
+        metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
+
+  return model_fn
+
+
+def regression_arrays(seed: int, num_examples: int, num_features: int = 3):
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(num_examples, num_features)).astype(np.float32)
+  y = rng.normal(size=(num_examples, 1)).astype(np.float32)
+  return x, y
+
+
+def classification_dataset(seed: int, num_examples: int = 8, batch_size: int = 4,
+                           num_features: int = 4, num_classes: int = 3) -> tf.data.Dataset:
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(num_examples, num_features)).astype(np.float32)
+  y = rng.integers(0, num_classes, size=(num_examples, 1)).astype(np.int32)
+  return tf.data.Dataset.from_tensor_slices(collections.OrderedDict(x=x, y=y)).batch(batch_size)
+
+
+def dataset_from_arrays(x, y, batch_size: int) -> tf.data.Dataset:
+  return tf.data.Dataset.from_tensor_slices(collections.OrderedDict(x=x, y=y)).batch(batch_size)
+
+
+def trainable_arrays(process, state) -> list[np.ndarray]:
+  return [np.asarray(t) for t in process.get_model_weights(state).trainable]
