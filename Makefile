@@ -17,7 +17,8 @@ $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements.txt
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	# The repository itself goes on the venv's path (an editable install without a build step).
+	$(BIN)/python -c "import site, pathlib; pathlib.Path(site.getsitepackages()[0], 'tff_flare_repo.pth').write_text('$(CURDIR)\n')"
 	$(BIN)/python -c "import tensorflow_federated as tff, tff_flare; print('installed TFF', tff.__version__)"
 	touch $(STAMP)
 

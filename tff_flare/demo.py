@@ -12,6 +12,7 @@ import time
 
 from absl import app
 from absl import flags
+from absl import logging
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -71,6 +72,7 @@ def summarize(history: list[dict], names: list[str]) -> str:
 
 def main(argv):
   del argv
+  logging.set_verbosity(logging.WARNING)
   x_train, y_train, x_test, y_test = digits.load_arrays(seed=_SEED.value)
   train = digits.federated_train_data(x_train, y_train, _NUM_CLIENTS.value).preprocess(
       lambda d: digits.preprocess(d, batch_size=0))

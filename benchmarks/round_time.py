@@ -1,0 +1,143 @@
+r"""Seconds per round of FedAvg, EC, FLARE and TFF's FedAvg on the paper's MNIST CNN.
+
+Side by side in one run, interleaved round by round so that machine noise hits every
+algorithm alike: 10 clients of 600 synthetic 28x28 images (batch 600, so one local step per
+round as in the authors' CNN runs), R = 0.001, the CNN config (lr 0.215, momentum 0.99,
+TAU 0.05, c 1.1, p 1). The first round of each process (tracing, worker start) is not timed.
+
+It also times, outside TFF in plain `tf.function`s, one client's local training and FLARE's
+extra client work (the percentile masks plus the error-feedback top-k on the CNN's tensors),
+and prints the extra work's share of the local training time.
+
+  python -m benchmarks.round_time --rounds=5
+"""
+
+import collections
+import statistics
+import time
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_flare import ec
+from tff_flare import fedavg
+from tff_flare import flare
+from tff_flare import local_training
+from tff_flare import models
+from tff_flare import regularizers
+from tff_flare import tff_baselines
+
+_ROUNDS = flags.DEFINE_integer('rounds', 5, 'Timed rounds per algorithm.', lower_bound=1)
+_CLIENTS = flags.DEFINE_integer('clients', 10, 'Clients per round.', lower_bound=1)
+_EXAMPLES = flags.DEFINE_integer('examples_per_client', 600, 'Examples per client.',
+                                 lower_bound=1)
+_BATCH = flags.DEFINE_integer('batch_size', 600, 'Local batch size.', lower_bound=1)
+_KEEP_PERCENT = 0.001
+
+
+def _client_datasets(num_clients, num_examples, batch_size):
+  rng = np.random.default_rng(0)
+  datasets = []
+  for _ in range(num_clients):
+    x = rng.uniform(size=(num_examples, 28, 28, 1)).astype(np.float32)
+    y = rng.integers(0, 10, size=(num_examples, 1)).astype(np.int32)
+    datasets.append(tf.data.Dataset.from_tensor_slices(
+        collections.OrderedDict(x=x, y=y)).batch(batch_size).cache())
+  return datasets
+
+
+def _processes(model_fn):
+  optimizer = tff.learning.optimizers.build_sgdm(0.215, momentum=0.99)
+  return collections.OrderedDict(
+      FedAvg=fedavg.build_fedavg(model_fn, client_optimizer=optimizer),
+      EC=ec.build_ec(model_fn, keep_percent=_KEEP_PERCENT, client_optimizer=optimizer),
+      FLARE=flare.build_flare(model_fn, keep_percent=_KEEP_PERCENT, client_optimizer=optimizer,
+                              tau=0.05, tau_decay=1.1, reg_steps=1),
+      TFF_FedAvg=tff_baselines.build_tff_fedavg(model_fn, client_optimizer=optimizer))
+
+
+def time_rounds(processes, datasets, num_rounds):
+  """Returns {name: [seconds of each timed round]}, rounds interleaved across processes."""
+  runs = {}
+  for name, process in processes.items():
+    state = process.initialize()
+    client_states = None
+    if getattr(process, 'has_client_state', False):
+      client_states = [process.initial_client_state()] * len(datasets)
+    runs[name] = [process, state, client_states]
+  seconds = collections.defaultdict(list)
+  for round_num in range(num_rounds + 1):
+    for name, run in runs.items():
+      process, state, client_states = run
+      start = time.perf_counter()
+      if client_states is None:
+        output = process.next(state, datasets)
+      else:
+        output = process.next(state, datasets, client_states)
+        run[2] = output.client_states
+      run[1] = output.state
+      if round_num > 0:
+        seconds[name].append(time.perf_counter() - start)
+  return seconds
+
+
+def time_client_work(model_fn, dataset, repeats=10):
+  """Seconds of one client's local training, and of FLARE's masks + top-k, in plain TF."""
+  model = model_fn()
+  optimizer = tff.learning.optimizers.build_sgdm(0.215, momentum=0.99)
+  weights = tff.learning.models.ModelWeights.from_model(model)
+  initial = tf.nest.map_structure(tf.identity, weights)
+
+  @tf.function
+  def train():
+    return local_training.train_locally(model, optimizer, initial, dataset).trainable_weights
+
+  rng = np.random.default_rng(1)
+  accumulator = [tf.constant(rng.normal(size=v.shape).astype(np.float32))
+                 for v in model.trainable_variables]
+  delta = [tf.constant(rng.normal(size=v.shape).astype(np.float32))
+           for v in model.trainable_variables]
+  regularized = [True] * len(accumulator)
+
+  @tf.function
+  def masks_and_compression():
+    masks = regularizers.flare_masks(accumulator, regularized, 50.0)
+    sent, residual = ec.compress_with_error_feedback(delta, accumulator, _KEEP_PERCENT,
+                                                     ec.sparsification.TopKRule.AUTHORS)
+    return masks, sent, residual
+
+  def median_seconds(fn):
+    fn()  # Trace.
+    samples = []
+    for _ in range(repeats):
+      start = time.perf_counter()
+      tf.nest.map_structure(lambda t: t.numpy(), fn())
+      samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+  return median_seconds(train), median_seconds(masks_and_compression)
+
+
+def main(argv):
+  del argv
+  tf.get_logger().setLevel('ERROR')
+  model_fn = models.tff_model_fn(models.mnist_cnn, (28, 28, 1))
+  datasets = _client_datasets(_CLIENTS.value, _EXAMPLES.value, _BATCH.value)
+  print(f'MNIST CNN, {_CLIENTS.value} clients x {_EXAMPLES.value} examples, batch '
+        f'{_BATCH.value}, R={_KEEP_PERCENT}%, {_ROUNDS.value} timed rounds (median):')
+  seconds = time_rounds(_processes(model_fn), datasets, _ROUNDS.value)
+  medians = {name: statistics.median(s) for name, s in seconds.items()}
+  for name, value in medians.items():
+    print(f'  {name:<11} {value:7.3f} s/round   ({value / medians["TFF_FedAvg"]:.2f}x '
+          f'TFF FedAvg; rounds: {", ".join(f"{s:.3f}" for s in seconds[name])})')
+  train_s, extra_s = time_client_work(model_fn, datasets[0])
+  print(f'One client, plain tf.function: local training {train_s * 1e3:.1f} ms, FLARE masks '
+        f'+ error-feedback top-k {extra_s * 1e3:.1f} ms ({100 * extra_s / train_s:.1f}% of '
+        'local training)')
+
+
+if __name__ == '__main__':
+  app.run(main)

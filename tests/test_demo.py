@@ -1,0 +1,40 @@
+"""Tests of the `tff_flare.demo` binary: it runs end to end and rejects bad flags early."""
+
+import os
+import subprocess
+import sys
+
+import tensorflow as tf
+
+
+def _run_demo(*flags, timeout_s=600):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+  return subprocess.run([sys.executable, '-m', 'tff_flare.demo', *flags], capture_output=True,
+                        text=True, timeout=timeout_s, env=env, check=False)
+
+
+class DemoTest(tf.test.TestCase):
+
+  def test_two_rounds_print_the_table(self):
+    result = _run_demo('--rounds=2', '--eval_every=1')
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    lines = result.stdout.splitlines()
+    self.assertIn('2 rounds, 10 clients, R=0.001%', result.stdout)
+    for name in ('FLARE', 'EC', 'FedAvg'):
+      row = [line for line in lines if line.startswith(name + ' ')]
+      self.assertLen(row, 1, result.stdout)
+      accuracy = float(row[0].split()[1])
+      self.assertBetween(accuracy, 0.0, 1.0)
+    flare_row = [line for line in lines if line.startswith('FLARE ')][0]
+    # The digits MLP has 4 tensors: at R=0.001 each sends its single largest entry.
+    self.assertEqual(float(flare_row.split()[3]), 4.0)
+
+  def test_bad_keep_percent_fails_before_training(self):
+    result = _run_demo('--keep_percent=0')
+    self.assertNotEqual(result.returncode, 0)
+    self.assertIn('--keep_percent must be in (0, 100]', result.stderr)
+    self.assertNotIn('round', result.stdout)
+
+
+if __name__ == '__main__':
+  tf.test.main()
