@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install demo test benchmark clean
+.PHONY: install demo test benchmark clean bazel-test
 
 install: $(STAMP)
 
@@ -33,3 +33,13 @@ benchmark: install
 
 clean:
 	rm -rf $(VENV)
+
+# Offline `bazel test` with Debian's Bazel 4.2 (apt-get install bazel-bootstrap bazel-rules-java):
+# Python comes from .venv (tools/BUILD); of the repositories Bazel would download, rules_java
+# comes from Debian and two are replaced by the stand-ins in third_party/bazel.
+BAZEL_FLAGS := --override_repository=rules_cc=$(CURDIR)/third_party/bazel/rules_cc \
+	--override_repository=remote_coverage_tools=$(CURDIR)/third_party/bazel/remote_coverage_tools \
+	--override_repository=rules_java=/usr/share/bazel/rules/java
+
+bazel-test: install
+	bazel test $(BAZEL_FLAGS) --local_test_jobs=1 //...

@@ -8,6 +8,7 @@ and loss, the entries sent per client per round, and the density achieved.
 """
 
 import collections
+import sys
 import time
 
 from absl import app
@@ -90,10 +91,14 @@ def main(argv):
     if accuracies:
       print(f'round {round_num:3d}  test accuracy: {accuracies}', flush=True)
 
-  history = training_loop.run_side_by_side(
-      runs, train, num_rounds=_ROUNDS.value, clients_per_round=_NUM_CLIENTS.value,
-      seed=_SEED.value, evaluate_fn=evaluate, evaluate_every=_EVAL_EVERY.value,
-      on_round_end=progress)
+  try:
+    history = training_loop.run_side_by_side(
+        runs, train, num_rounds=_ROUNDS.value, clients_per_round=_NUM_CLIENTS.value,
+        seed=_SEED.value, evaluate_fn=evaluate, evaluate_every=_EVAL_EVERY.value,
+        on_round_end=progress)
+  except KeyboardInterrupt:
+    print('Interrupted; nothing was saved.', file=sys.stderr)
+    return 130
   print(f'\n{_ROUNDS.value} rounds, {_NUM_CLIENTS.value} clients, R={_KEEP_PERCENT.value}% '
         f'({time.perf_counter() - start:.0f} s)')
   print(summarize(history, [r.name for r in runs]))

@@ -4,9 +4,9 @@ TFF's default execution context starts a `worker_binary` subprocess the first ti
 computation runs. It inherits stdout/stderr and, if the interpreter exits without stopping it
 (TFF's own `__del__` fails at interpreter shutdown), it keeps running and holds the parent's
 output pipe open. `stop_local_workers()` ends every such child of this process;
-`install_cleanup()` (called when `tff_flare` is imported) runs it at exit and turns SIGTERM
-and SIGHUP into a normal exit, so that the atexit hook runs then too. Ctrl-C raises
-`KeyboardInterrupt`, which also ends in the atexit hook.
+`install_cleanup()` (called when `tff_flare` is imported) runs it at exit and on SIGTERM and
+SIGHUP (after which the process dies of that signal). Ctrl-C raises `KeyboardInterrupt`, which
+ends in the atexit hook.
 """
 
 import atexit
@@ -101,13 +101,20 @@ def _stop_workers_at_exit() -> None:
   sys.unraisablehook = hook
 
 
-def _exit_on_signal(signum, frame):
+def _stop_workers_then_die(signum, frame):
+  """SIGTERM/SIGHUP: stop the workers, then die of the same signal (default action).
+
+  Raising SystemExit here instead could be swallowed when the signal lands inside a
+  `__del__` or a gc callback, leaving the process running.
+  """
   del frame
-  sys.exit(128 + signum)
+  stop_local_workers()
+  signal.signal(signum, signal.SIG_DFL)
+  os.kill(os.getpid(), signum)
 
 
 def install_cleanup() -> None:
-  """Registers `stop_local_workers` at exit and makes SIGTERM/SIGHUP exit normally."""
+  """Registers `stop_local_workers` at exit and on SIGTERM/SIGHUP."""
   global _installed
   if _installed:
     return
@@ -116,6 +123,6 @@ def install_cleanup() -> None:
   for signum in (signal.SIGTERM, signal.SIGHUP):
     try:
       if signal.getsignal(signum) in (signal.SIG_DFL, None):
-        signal.signal(signum, _exit_on_signal)
+        signal.signal(signum, _stop_workers_then_die)
     except ValueError:  # Not the main thread.
       pass

@@ -1,0 +1,30 @@
+"""Offline stand-in for @rules_cc: the native C++ rules of Bazel 4 under rules_cc's names.
+
+Debian's packaged rules_cc is newer than its bazel-bootstrap 4.2 and does not load there;
+Bazel's own tools only need these names (no C++ is built in this project).
+"""
+
+def cc_binary(**kwargs):
+    native.cc_binary(**kwargs)
+
+def cc_import(**kwargs):
+    native.cc_import(**kwargs)
+
+def cc_library(**kwargs):
+    native.cc_library(**kwargs)
+
+def cc_proto_library(**kwargs):
+    native.cc_proto_library(**kwargs)
+
+def cc_test(**kwargs):
+    native.cc_test(**kwargs)
+
+def cc_toolchain(**kwargs):
+    native.cc_toolchain(**kwargs)
+
+def cc_toolchain_suite(**kwargs):
+    native.cc_toolchain_suite(**kwargs)
+
+def objc_library(**kwargs):
+    native.objc_library(**kwargs)
+
