@@ -2,6 +2,7 @@
 
 import collections
 
+from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
@@ -37,6 +38,55 @@ class ModelShapesTest(tf.test.TestCase):
     self.assertAllEqual(first[1], np.zeros(32))  # Biases start at zero.
     with self.assertRaisesRegex(ValueError, 'kernel_seeds'):
       models.mnist_cnn('random')
+
+
+VGG19_SHAPES = (
+    [(3, 3, 3, 64), (64,), (3, 3, 64, 64), (64,), (3, 3, 64, 128), (128,), (3, 3, 128, 128),
+     (128,), (3, 3, 128, 256), (256,)] + [(3, 3, 256, 256), (256,)] * 3 +
+    [(3, 3, 256, 512), (512,)] + [(3, 3, 512, 512), (512,)] * 7 +
+    [(512, 4096), (4096,), (4096, 4096), (4096,), (4096, 10), (10,)])
+GRU_SHAPES = [(86, 256), (256, 3072), (1024, 3072), (3072,), (1024, 86), (86,)]
+
+
+class MoreModelsTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.parameters((19, 38_947_914), (16, 33_638_218), (11, 28_144_010))
+  def test_vgg_parameter_counts(self, depth, count):
+    model = models.vgg(depth)
+    self.assertEqual(model.count_params(), count)
+    if depth == 19:
+      self.assertEqual([tuple(v.shape) for v in model.trainable_variables], VGG19_SHAPES)
+      self.assertLen(model.trainable_variables, 38)
+
+  def test_vgg11_has_one_relu_per_paired_block(self):
+    convs = [l for l in models.vgg(11).layers if isinstance(l, tf.keras.layers.Conv2D)]
+    activations = [l.activation.__name__ for l in convs]
+    self.assertEqual(activations, ['relu', 'relu', 'linear', 'relu', 'linear', 'relu',
+                                   'linear', 'relu'])
+
+  def test_vgg_cifar100_head_and_seeding(self):
+    self.assertEqual(models.vgg(11, num_classes=100).output_shape, (None, 100))
+    first = models.vgg(11, seed=5).get_weights()
+    second = models.vgg(11, seed=5).get_weights()
+    self.assertAllEqual(first[-2], second[-2])
+    # Per-layer seeds: two 512x512 kernels of one model differ.
+    self.assertNotAllClose(first[10], first[12])
+    with self.assertRaisesRegex(ValueError, 'VGG depth'):
+      models.vgg(13)
+
+  def test_gru_tensors_match_spec(self):
+    model = models.shakespeare_gru()
+    self.assertEqual([tuple(v.shape) for v in model.trainable_variables], GRU_SHAPES)
+    self.assertEqual(model.count_params(), 4_045_398)
+    tff_model = models.shakespeare_model_fn(seed=0)()
+    x = np.random.default_rng(0).integers(0, 86, size=(8, 100))
+    output = tff_model.forward_pass(collections.OrderedDict(x=x, y=x), training=False)
+    self.assertAllClose(output.loss, np.log(86.0), atol=0.05)  # Fresh model: ~uniform.
+
+  def test_masking_cnn(self):
+    model = models.masking_cnn(seed=0)
+    self.assertEqual(model.output_shape, (None, 10))
+    self.assertAllEqual(model.get_weights()[0], models.masking_cnn(seed=0).get_weights()[0])
 
 
 class DoubleSoftmaxLossTest(tf.test.TestCase):

@@ -7,6 +7,7 @@ import tensorflow_federated as tff
 from tests import tiny_models
 from tff_flare import client_state
 from tff_flare import ec
+from tff_flare import tff_baselines
 from tff_flare import training_loop
 
 
@@ -64,6 +65,19 @@ class SideBySideTest(tf.test.TestCase):
     run = training_loop.AlgorithmRun('ec', process)
     with self.assertRaises(client_state.ClientStateMismatchError):
       run.store.update(['c0'], [{'accumulator': [np.zeros((4, 3), np.float32)]}])
+
+  def test_runs_share_given_initial_weights(self):
+    model_fn = tiny_models.softmax_model_fn()
+    optimizer = tff.learning.optimizers.build_sgdm(0.5)
+    ec_process = ec.build_ec(model_fn, keep_percent=20.0, client_optimizer=optimizer)
+    theirs = tff_baselines.build_tff_fedavg(model_fn, client_optimizer=optimizer)
+    weights = tff.learning.models.ModelWeights(
+        trainable=[np.full((4, 3), 0.5, np.float32), np.arange(3, dtype=np.float32)],
+        non_trainable=[])
+    for process in (ec_process, theirs):
+      run = training_loop.AlgorithmRun('x', process, initial_weights=weights)
+      for got, want in zip(run.model_weights().trainable, weights.trainable):
+        self.assertAllEqual(got, want)
 
   def test_sampler_validates_clients_per_round(self):
     with self.assertRaisesRegex(ValueError, 'clients_per_round must be in'):

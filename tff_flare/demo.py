@@ -15,15 +15,13 @@ from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
-import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_flare import digits
 from tff_flare import ec
 from tff_flare import evaluation
 from tff_flare import fedavg
 from tff_flare import flare
-from tff_flare import models
+from tff_flare import tasks
 from tff_flare import training_loop
 
 _ROUNDS = flags.DEFINE_integer('rounds', 40, 'Rounds of training.', lower_bound=1)
@@ -74,14 +72,9 @@ def summarize(history: list[dict], names: list[str]) -> str:
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  x_train, y_train, x_test, y_test = digits.load_arrays(seed=_SEED.value)
-  train = digits.federated_train_data(x_train, y_train, _NUM_CLIENTS.value).preprocess(
-      lambda d: digits.preprocess(d, batch_size=0))
-  test = tf.data.Dataset.from_tensor_slices(
-      collections.OrderedDict(x=x_test, y=y_test)).batch(500)
-  model_fn = models.tff_model_fn(lambda: models.digits_mlp(_SEED.value), digits.FEATURE_SHAPE)
-  evaluate = evaluation.build_evaluate_fn(model_fn, test)
-  runs = build_runs(model_fn, _KEEP_PERCENT.value, _TAU.value, _TAU_DECAY.value,
+  task = tasks.build_task('digits_demo', num_clients=_NUM_CLIENTS.value, seed=_SEED.value)
+  evaluate = evaluation.build_evaluate_fn(task.model_fn, task.test_data)
+  runs = build_runs(task.model_fn, _KEEP_PERCENT.value, _TAU.value, _TAU_DECAY.value,
                     _LEARNING_RATE.value)
   start = time.perf_counter()
 
@@ -93,7 +86,7 @@ def main(argv):
 
   try:
     history = training_loop.run_side_by_side(
-        runs, train, num_rounds=_ROUNDS.value, clients_per_round=_NUM_CLIENTS.value,
+        runs, task.train_data, num_rounds=_ROUNDS.value, clients_per_round=_NUM_CLIENTS.value,
         seed=_SEED.value, evaluate_fn=evaluate, evaluate_every=_EVAL_EVERY.value,
         on_round_end=progress)
   except KeyboardInterrupt:

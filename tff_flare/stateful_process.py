@@ -76,14 +76,18 @@ class StatefulClientsProcess(tff.templates.IterativeProcess):
     initial_client_state: a `tff.Computation` with no argument returning a new client's
       state (zeros shaped like the model), or `None` when clients keep no state.
     get_model_weights: a `tff.Computation` mapping the server state to its `ModelWeights`.
+    set_model_weights: a `tff.Computation` `(state, ModelWeights) -> state` (as in
+      `tff.learning.templates.LearningProcess`), e.g. to start several algorithms from one
+      initial model.
     num_trainable_parameters: Python int, entries in the trainable weights.
   """
 
   def __init__(self, initialize_fn, next_fn, *, initial_client_state, get_model_weights,
-               num_trainable_parameters: int):
+               set_model_weights, num_trainable_parameters: int):
     super().__init__(initialize_fn, next_fn)
     self.initial_client_state = initial_client_state
     self.get_model_weights = get_model_weights
+    self.set_model_weights = set_model_weights
     self.num_trainable_parameters = num_trainable_parameters
 
   @property
@@ -276,9 +280,16 @@ def build_stateful_clients_process(
   def get_model_weights(state):
     return state.global_model_weights
 
+  @tff.tensorflow.computation(state_type.member, model_weights_type)
+  def set_model_weights(state, model_weights):
+    return tff.learning.templates.LearningAlgorithmState(
+        global_model_weights=model_weights, distributor=state.distributor,
+        client_work=state.client_work, aggregator=state.aggregator, finalizer=state.finalizer)
+
   return StatefulClientsProcess(
       initialize_fn, next_fn, initial_client_state=initial_client_state,
-      get_model_weights=get_model_weights, num_trainable_parameters=num_parameters)
+      get_model_weights=get_model_weights, set_model_weights=set_model_weights,
+      num_trainable_parameters=num_parameters)
 
 
 def _metric_finalizers(model_fn: ModelFn):

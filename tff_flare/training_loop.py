@@ -28,12 +28,21 @@ def model_weights_of(process, state) -> tff.learning.models.ModelWeights:
 
 
 class AlgorithmRun:
-  """One process, its server state and (if it has one) its client-state store."""
+  """One process, its server state and (if it has one) its client-state store.
 
-  def __init__(self, name: str, process):
+  Args:
+    name: the algorithm's name in histories and tables.
+    process: one of our processes or a `tff.learning` process.
+    initial_weights: optional `ModelWeights` to start from instead of the process's own
+      initialization, so that several algorithms share one initial model.
+  """
+
+  def __init__(self, name: str, process, initial_weights=None):
     self.name = name
     self.process = process
     self.state = process.initialize()
+    if initial_weights is not None:
+      self.state = process.set_model_weights(self.state, initial_weights)
     has_client_state = isinstance(process, stateful_process.StatefulClientsProcess) and (
         process.has_client_state)
     self.store = (client_state.ClientStateStore(process.initial_client_state)
