@@ -107,6 +107,11 @@ class DoubleSoftmaxLossTest(tf.test.TestCase):
     self.assertAllClose(p1, tf.nn.softmax(first_softmax), rtol=1e-5)
     self.assertGreater(float(output.loss), np.log(1 + 9 / np.e) - 1e-4)  # The loss floor.
 
+  def test_cnn_without_double_softmax(self):
+    model = models.mnist_cnn(double_softmax=False)
+    self.assertEqual(model.count_params(), 582_026)
+    self.assertIsInstance(model.layers[-1], tf.keras.layers.Dense)
+
   def test_fc_loss_is_plain_cross_entropy(self):
     model = models.tff_model_fn(lambda: models.mnist_fc(width=16), (784,))()
     rng = np.random.default_rng(1)

@@ -36,8 +36,14 @@ import tensorflow_federated as tff
 KerasBuilder = Callable[[], tf.keras.Model]
 
 
-def mnist_cnn(kernel_seeds: str = 'shared') -> tf.keras.Model:
-  """The authors' MNIST CNN; input [B, 28, 28, 1] in [0, 1]."""
+def mnist_cnn(kernel_seeds: str = 'shared', double_softmax: bool = True) -> tf.keras.Model:
+  """The authors' MNIST CNN; input [B, 28, 28, 1] in [0, 1].
+
+  Args:
+    kernel_seeds: 'shared' or 'per_layer' (see the module docstring).
+    double_softmax: keep the authors' second Softmax layer (Q4); False gives the plain
+      softmax classifier (which needs a re-tuned learning rate).
+  """
   if kernel_seeds == 'shared':
     shared = tf.keras.initializers.GlorotNormal(seed=0)
     initializers = [shared] * 4
@@ -55,8 +61,7 @@ def mnist_cnn(kernel_seeds: str = 'shared') -> tf.keras.Model:
       layers.Flatten(),
       layers.Dense(512, activation='relu', kernel_initializer=initializers[2]),
       layers.Dense(10, activation='softmax', kernel_initializer=initializers[3]),
-      layers.Softmax(),
-  ])
+  ] + ([layers.Softmax()] if double_softmax else []))
 
 
 def mnist_fc(width: int = 4069) -> tf.keras.Model:
