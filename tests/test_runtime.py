@@ -29,6 +29,25 @@ if sys.argv[1] == 'wait':
 '''
 
 
+# Runs TFF computations back to back, so that Ctrl-C lands inside one.
+_BUSY_CHILD = r'''
+import tensorflow as tf
+import tensorflow_federated as tff
+import tff_flare
+
+@tff.tensorflow.computation
+def busy():
+  x = tf.random.stateless_normal([400, 400], seed=[1, 2])
+  for _ in range(50):
+    x = tf.matmul(x, x) / 400.0
+  return tf.reduce_sum(x)
+
+for i in range(10000):
+  busy()
+  print('round', i, flush=True)
+'''
+
+
 def _alive_worker(pid: int) -> bool:
   try:
     with open(f'/proc/{pid}/cmdline', 'rb') as f:
@@ -39,6 +58,26 @@ def _alive_worker(pid: int) -> bool:
 
 class NoWorkerLeftBehindTest(tf.test.TestCase, parameterized.TestCase):
 
+  def test_ctrl_c_during_a_computation_exits_promptly(self):
+    env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL='3')
+    child = subprocess.Popen([sys.executable, '-c', _BUSY_CHILD], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)
+    try:
+      fd = child.stdout.fileno()
+      output = b''
+      while output.count(b'round') < 3:
+        chunk = self._read(fd, timeout_s=120)
+        self.assertTrue(chunk, 'child exited early')
+        output += chunk
+      child.send_signal(signal.SIGINT)
+      self.assertEqual(child.wait(timeout=30), 130)
+      self.assertIn(b'Interrupted', child.stderr.read())
+      self.assertEqual(self._read(fd, timeout_s=15), b'')
+    finally:
+      if child.poll() is None:
+        child.kill()
+        child.wait()
+
   def _read(self, fd: int, timeout_s: float) -> bytes:
     ready, _, _ = select.select([fd], [], [], timeout_s)
     if not ready:
@@ -48,7 +87,8 @@ class NoWorkerLeftBehindTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(('normal_exit', 'exit', None),
                                   ('sigterm', 'wait', signal.SIGTERM),
-                                  ('ctrl_c', 'wait', signal.SIGINT))
+                                  ('ctrl_c', 'wait', signal.SIGINT),
+                                  ('sigkill', 'wait', signal.SIGKILL))
   def test_worker_stopped(self, mode, signum):
     env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL='3')
     child = subprocess.Popen([sys.executable, '-c', _CHILD, mode], stdout=subprocess.PIPE,
@@ -69,7 +109,8 @@ class NoWorkerLeftBehindTest(tf.test.TestCase, parameterized.TestCase):
       start = time.monotonic()
       self.assertNotEqual(child.wait(timeout=60), None)
       self.assertLess(time.monotonic() - start, 30)
-      # The child's stdout closes only when no process holds it: no orphaned worker.
+      # The child's stdout closes only when no process holds it: no orphaned worker
+      # (after SIGKILL the kernel ends the worker: it was started with a parent-death signal).
       self.assertEqual(self._read(fd, timeout_s=15), b'')
       for pid in pids:
         self.assertFalse(_alive_worker(pid), f'worker {pid} outlived its parent')

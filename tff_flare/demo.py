@@ -8,7 +8,6 @@ and loss, the entries sent per client per round, and the density achieved.
 """
 
 import collections
-import sys
 import time
 
 from absl import app
@@ -21,6 +20,7 @@ from tff_flare import ec
 from tff_flare import evaluation
 from tff_flare import fedavg
 from tff_flare import flare
+from tff_flare import runtime
 from tff_flare import tasks
 from tff_flare import training_loop
 
@@ -84,14 +84,11 @@ def main(argv):
     if accuracies:
       print(f'round {round_num:3d}  test accuracy: {accuracies}', flush=True)
 
-  try:
-    history = training_loop.run_side_by_side(
-        runs, task.train_data, num_rounds=_ROUNDS.value, clients_per_round=_NUM_CLIENTS.value,
-        seed=_SEED.value, evaluate_fn=evaluate, evaluate_every=_EVAL_EVERY.value,
-        on_round_end=progress)
-  except KeyboardInterrupt:
-    print('Interrupted; nothing was saved.', file=sys.stderr)
-    return 130
+  runtime.set_interrupt_message('Interrupted; the demo keeps nothing, so nothing was lost.')
+  history = training_loop.run_side_by_side(
+      runs, task.train_data, num_rounds=_ROUNDS.value, clients_per_round=_NUM_CLIENTS.value,
+      seed=_SEED.value, evaluate_fn=evaluate, evaluate_every=_EVAL_EVERY.value,
+      on_round_end=progress)
   print(f'\n{_ROUNDS.value} rounds, {_NUM_CLIENTS.value} clients, R={_KEEP_PERCENT.value}% '
         f'({time.perf_counter() - start:.0f} s)')
   print(summarize(history, [r.name for r in runs]))

@@ -90,6 +90,15 @@ for _depth in (11, 16, 19):
 TASK_NAMES = tuple(sorted(list(_IMAGE_TASKS) + ['shakespeare_gru', 'digits_demo']))
 
 
+def default_num_clients(name: str) -> int:
+  """The number of clients a task uses by default (before any data is loaded)."""
+  if name in _IMAGE_TASKS:
+    return _IMAGE_TASKS[name].num_clients
+  if name in TASK_NAMES:
+    return 10
+  raise ValueError(f'Unknown task {name!r}; known tasks: {", ".join(TASK_NAMES)}.')
+
+
 def default_source(name: str) -> str:
   return 'tff' if name == 'shakespeare_gru' else 'sklearn' if name == 'digits_demo' else 'tfds'
 

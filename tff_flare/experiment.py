@@ -1,0 +1,302 @@
+"""Runs several algorithms side by side on one task, with checkpoints and released metrics.
+
+Every algorithm trains on the same task, from the same initial model (the first process's
+initial weights are given to all), on the same sampled clients each round (a seeded sampler
+that is a pure function of the round number). Per round, the metrics of every algorithm
+(training metrics, communication counters, the round's seconds, and at evaluation rounds the
+test loss and accuracy, taken before the round's training as the authors do) are released
+through `tff.program` release managers: a CSV file (`metrics.csv`, one row per round, columns
+`<algorithm>/<metric path>`) and TensorBoard (`tensorboard/`). Program state (the round, each
+algorithm's server state and the state of every client) is saved with
+`tff.program.FileProgramStateManager` every `checkpoint_every` rounds and at the end; a run
+started again with the same configuration and output directory resumes from the latest
+checkpoint, and the CSV manager drops rows of rounds after it. `summary.json` holds the full
+configuration and the final results.
+"""
+
+import asyncio
+import collections
+import dataclasses
+import json
+import os
+import pathlib
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_flare import ec
+from tff_flare import ef21
+from tff_flare import evaluation
+from tff_flare import fedavg
+from tff_flare import flare
+from tff_flare import local_training
+from tff_flare import presets
+from tff_flare import regularizers
+from tff_flare import schedules
+from tff_flare import sparsification
+from tff_flare import tasks
+from tff_flare import tff_baselines
+from tff_flare import training_loop
+
+ALGORITHMS = ('flare', 'ec', 'ec_fedprox', 'ef21', 'fedavg', 'tff_fedavg', 'tff_fedprox')
+
+
+class ExperimentError(ValueError):
+  """A configuration that cannot run, or a checkpoint that cannot be restored."""
+
+
+@dataclasses.dataclass
+class ExperimentConfig:
+  """One experiment. `None` means the task's default (the authors' config)."""
+
+  output_dir: str
+  task: str = 'digits_demo'
+  algorithms: Sequence[str] = ('flare', 'ec', 'fedavg')
+  rounds: int = 10
+  total_clients: int | None = None
+  num_clients: int | None = None
+  clients_per_round: int | None = None
+  keep_percent: float = 0.001
+  tau: float = 0.05
+  tau_decay: float = 1.1
+  mask_percentile: float = 50.0
+  reg_steps: int | None = None  # -1: every local step.
+  local_epochs: int = 1
+  batch_size: int | None = None
+  learning_rate: float | None = None
+  momentum: float | None = None
+  eval_every: int = 10
+  checkpoint_every: int = 10
+  seed: int = 0
+  source: str | None = None
+  data_path: str | None = None
+  data_dir: str | None = None
+  partition: str | None = None
+  alpha: float = 1.0
+  ratio: float = 100.0
+  ef21_dense_state: bool = False
+  tff_fedprox_strength: float = 0.01
+
+
+def config_from_preset(name: str, output_dir: str, **overrides) -> ExperimentConfig:
+  """The preset's configuration with `overrides` (explicit flags) applied."""
+  if name not in presets.PRESETS:
+    raise ExperimentError(f'Unknown preset {name!r}; known presets: '
+                          f'{", ".join(sorted(presets.PRESETS))}.')
+  values = dict(presets.PRESETS[name])
+  values.update(overrides)
+  return ExperimentConfig(output_dir=output_dir, **values)
+
+
+def validate(config: ExperimentConfig) -> None:
+  """Raises `ExperimentError` for anything that would fail later, before any work."""
+  try:
+    unknown = [a for a in config.algorithms if a not in ALGORITHMS]
+    if unknown or not config.algorithms:
+      raise ExperimentError(f'Unknown algorithms {unknown}; known: {", ".join(ALGORITHMS)}.')
+    if config.task not in tasks.TASK_NAMES:
+      raise ExperimentError(f'Unknown task {config.task!r}; known tasks: '
+                            f'{", ".join(tasks.TASK_NAMES)}.')
+    sparsification.validate_keep_percent(config.keep_percent)
+    schedules.validate_tau(config.tau, config.tau_decay)
+    regularizers.validate_percentile(config.mask_percentile)
+    for name in ('rounds', 'local_epochs', 'eval_every', 'checkpoint_every'):
+      if getattr(config, name) < 1:
+        raise ExperimentError(f'{name} must be >= 1, got {getattr(config, name)}.')
+    if config.reg_steps is not None and config.reg_steps < -1:
+      raise ExperimentError(f'reg_steps must be >= 0 (or -1 for every step), got '
+                            f'{config.reg_steps}.')
+    population = config.num_clients or tasks.default_num_clients(config.task)
+    if config.total_clients is not None and population > config.total_clients:
+      raise ExperimentError(f'num_clients ({population}) exceeds total_clients '
+                            f'({config.total_clients}).')
+    if config.clients_per_round is not None and not (
+        1 <= config.clients_per_round <= population):
+      raise ExperimentError(f'clients_per_round ({config.clients_per_round}) must be in '
+                            f'[1, {population}] (the clients of the task).')
+  except ValueError as e:
+    if isinstance(e, ExperimentError):
+      raise
+    raise ExperimentError(str(e)) from e
+  _check_writable(config.output_dir)
+
+
+def _check_writable(output_dir: str) -> None:
+  try:
+    os.makedirs(output_dir, exist_ok=True)
+    probe = pathlib.Path(output_dir) / '.write_probe'
+    probe.write_text('ok')
+    probe.unlink()
+  except OSError as e:
+    raise ExperimentError(f'Output directory {output_dir} is not writable: {e}') from e
+
+
+def build_process(name: str, task: tasks.Task, config: ExperimentConfig):
+  """The process of algorithm `name` for `task` with the configuration's hyperparameters."""
+  hparams = task.hparams
+  learning_rate = config.learning_rate if config.learning_rate is not None else hparams[
+      'learning_rate']
+  momentum = config.momentum if config.momentum is not None else hparams['momentum']
+  optimizer = tff.learning.optimizers.build_sgdm(learning_rate, momentum=momentum or None)
+  reg_steps = hparams['reg_steps'] if config.reg_steps is None else config.reg_steps
+  if reg_steps == -1:
+    reg_steps = None
+  is_regularized = hparams.get('is_regularized')
+  common = dict(keep_percent=config.keep_percent, client_optimizer=optimizer)
+  if name == 'flare':
+    return flare.build_flare(task.model_fn, tau=config.tau, tau_decay=config.tau_decay,
+                             mask_percentile=config.mask_percentile,
+                             reg_steps=local_training.ALL_STEPS if reg_steps is None
+                             else reg_steps, is_regularized=is_regularized, **common)
+  if name == 'ec':
+    return ec.build_ec(task.model_fn, **common)
+  if name == 'ec_fedprox':
+    return ec.build_ec_fedprox(task.model_fn, tau=config.tau, tau_decay=config.tau_decay,
+                               is_regularized=is_regularized, **common)
+  if name == 'ef21':
+    return ef21.build_ef21(task.model_fn, total_clients=len(task.train_data.client_ids),
+                           dense_state_shortcut=config.ef21_dense_state, **common)
+  if name == 'fedavg':
+    return fedavg.build_fedavg(task.model_fn, client_optimizer=optimizer)
+  if name == 'tff_fedavg':
+    return tff_baselines.build_tff_fedavg(task.model_fn, client_optimizer=optimizer)
+  if name == 'tff_fedprox':
+    return tff_baselines.build_tff_fedprox(task.model_fn, client_optimizer=optimizer,
+                                           proximal_strength=config.tff_fedprox_strength)
+  raise ExperimentError(f'Unknown algorithm {name!r}; known: {", ".join(ALGORITHMS)}.')
+
+
+class _Checkpoints:
+  """Program state of all runs, through `tff.program.FileProgramStateManager`.
+
+  The state is saved as flat lists of arrays (server state; the states of all clients of
+  the population, in client-id order) and packed back with each process's own structure.
+  """
+
+  def __init__(self, directory: str, runs, client_ids):
+    self._manager = tff.program.FileProgramStateManager(directory, keep_total=2)
+    self._directory = directory
+    self._runs = runs
+    self._client_ids = list(client_ids)
+
+  def _flatten(self, round_num: int):
+    state = collections.OrderedDict(round=np.int64(round_num))
+    for run in self._runs:
+      clients = [np.zeros([0], np.float32)]
+      if run.store is not None:
+        clients = [np.asarray(t) for cid in self._client_ids
+                   for t in tf.nest.flatten(run.store.get(cid))]
+      state[run.name] = collections.OrderedDict(
+          server=[np.asarray(t) for t in tf.nest.flatten(run.state)], clients=clients)
+    return state
+
+  def save(self, round_num: int) -> None:
+    asyncio.run(self._manager.save(self._flatten(round_num), round_num))
+
+  def restore(self) -> int:
+    """Restores the latest checkpoint into the runs; returns its round (0 if none)."""
+    versions = asyncio.run(self._manager.get_versions())
+    if not versions:
+      return 0
+    latest = max(versions)
+    try:
+      saved = asyncio.run(self._manager.load(latest, self._flatten(0)))
+      for run in self._runs:
+        entry = saved[run.name]
+        run.state = tf.nest.pack_sequence_as(run.state, list(entry['server']))
+        if run.store is not None:
+          flat = list(entry['clients'])
+          size = len(tf.nest.flatten(run.store.initial_state))
+          run.store.load_dict({
+              cid: tf.nest.pack_sequence_as(run.store.initial_state,
+                                            flat[i * size:(i + 1) * size])
+              for i, cid in enumerate(self._client_ids)})
+      return int(saved['round'])
+    except Exception as e:  # pylint: disable=broad-except
+      raise ExperimentError(f'Checkpoint {latest} under {self._directory} cannot be restored '
+                            f'({type(e).__name__}: {e}). Remove it to start over.') from e
+
+
+def _release(managers, value, key: int) -> None:
+  async def release_all():
+    await asyncio.gather(*[m.release(value, key=key) for m in managers])
+  asyncio.run(release_all())
+
+
+def _round_row(runs, client_ids, datasets, evaluate, evaluate_now):
+  """One round of every run: `{name: {eval?, round_seconds, bytes_uploaded, train}}`.
+
+  `bytes_uploaded` is the sparse (value + index) encoding of what our processes' clients
+  sent, and the dense float32 size of the model per client for TFF's processes.
+  """
+  row = collections.OrderedDict()
+  for run in runs:
+    entry = collections.OrderedDict()
+    if evaluate_now:
+      entry['eval'] = evaluate(run.model_weights())
+    start = time.perf_counter()
+    metrics = run.run_round(client_ids, datasets)
+    entry['round_seconds'] = time.perf_counter() - start
+    communication = metrics.get('communication')
+    if communication is not None:
+      entry['bytes_uploaded'] = int(communication['bytes_sent_total'])
+    else:
+      num_parameters = sum(np.size(t) for t in run.model_weights().trainable)
+      entry['bytes_uploaded'] = int(len(client_ids) * num_parameters * 4)
+    entry['train'] = metrics
+    row[run.name] = entry
+  return row
+
+
+def run_experiment(config: ExperimentConfig, log=print) -> dict:
+  """Runs (or resumes) the experiment; returns the summary also written to summary.json."""
+  validate(config)
+  task = tasks.build_task(
+      config.task, source=config.source, data_path=config.data_path,
+      data_dir=config.data_dir, total_clients=config.total_clients,
+      num_clients=config.num_clients, partition=config.partition, alpha=config.alpha,
+      ratio=config.ratio, batch_size=config.batch_size, epochs=config.local_epochs,
+      seed=config.seed)
+  client_ids = task.train_data.client_ids
+  runs = []
+  for name in config.algorithms:
+    process = build_process(name, task, config)
+    initial = runs[0].model_weights() if runs else None
+    runs.append(training_loop.AlgorithmRun(name, process, initial_weights=initial))
+  evaluate = evaluation.build_evaluate_fn(task.model_fn, task.test_data)
+  output = pathlib.Path(config.output_dir)
+  checkpoints = _Checkpoints(str(output / 'checkpoints'), runs, client_ids)
+  managers = [tff.program.CSVFileReleaseManager(output / 'metrics.csv', key_fieldname='round'),
+              tff.program.TensorBoardReleaseManager(output / 'tensorboard')]
+  start_round = checkpoints.restore()
+  if start_round:
+    log(f'Resuming from the checkpoint after round {start_round - 1}.')
+  sampler = training_loop.build_client_sampler(
+      client_ids, config.clients_per_round or len(client_ids), config.seed)
+  started = time.perf_counter()
+  for round_num in range(start_round, config.rounds):
+    ids = sampler(round_num)
+    datasets = [task.train_data.create_tf_dataset_for_client(cid) for cid in ids]
+    row = _round_row(runs, ids, datasets, evaluate, round_num % config.eval_every == 0)
+    _release(managers, row, round_num)
+    done = round_num + 1
+    if done % config.checkpoint_every == 0 or done == config.rounds:
+      checkpoints.save(done)
+    rate = (done - start_round) / (time.perf_counter() - started)
+    log(f'round {round_num} | {rate:.2f} rounds/s | ETA {(config.rounds - done) / rate:.0f} s'
+        + ''.join(f' | {r.name} acc {row[r.name]["eval"]["accuracy"]:.4f}'
+                  for r in runs if 'eval' in row[r.name]))
+  final = collections.OrderedDict((run.name, evaluate(run.model_weights())) for run in runs)
+  _release(managers[:1], collections.OrderedDict(
+      (name, collections.OrderedDict(eval=result)) for name, result in final.items()),
+      config.rounds)
+  summary = dict(config=dataclasses.asdict(config), task_hparams={
+      k: v for k, v in task.hparams.items() if not callable(v)}, clients=list(client_ids),
+                 final_eval=final, rounds=config.rounds,
+                 seconds_this_session=time.perf_counter() - started)
+  (output / 'summary.json').write_text(json.dumps(summary, indent=2, default=str))
+  return summary
