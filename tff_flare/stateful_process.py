@@ -214,13 +214,13 @@ def build_stateful_clients_process(
     @tff.tensorflow.computation(model_weights_type, tf.float32, data_type, client_state_type)
     def client_work(server_weights, round_tau_value, dataset, client_state):
       return _run_client_update(model_fn, client_update_fn, client_optimizer, server_weights,
-                                round_tau_value, dataset, client_state)
+                                round_tau_value, dataset, client_state, num_parameters)
   else:
 
     @tff.tensorflow.computation(model_weights_type, tf.float32, data_type)
     def client_work(server_weights, round_tau_value, dataset):
       return _run_client_update(model_fn, client_update_fn, client_optimizer, server_weights,
-                                round_tau_value, dataset, ())
+                                round_tau_value, dataset, (), num_parameters)
 
   @tff.tensorflow.computation(message_type)
   def negate(update):
@@ -298,7 +298,7 @@ def _metric_finalizers(model_fn: ModelFn):
 
 
 def _run_client_update(model_fn, client_update_fn, optimizer, server_weights, tau, dataset,
-                       client_state):
+                       client_state, num_parameters: int):
   """Runs one client's update and guards the server against non-finite results."""
   model = model_fn()
 
@@ -313,6 +313,10 @@ def _run_client_update(model_fn, client_update_fn, optimizer, server_weights, ta
     counters = collections.OrderedDict(
         (name, tf.where(finite, value, tf.zeros_like(value)))
         for name, value in output.counters.items())
+    # On the wire: a (value, index) list, or the dense float32 tensor when that is smaller.
+    counters['bytes_sent'] = tf.minimum(
+        sparsification.sparse_encoding_bytes(counters['entries_sent']),
+        tf.constant(sparsification.BYTES_PER_VALUE * num_parameters, tf.int64))
     counters['num_clients'] = tf.constant(1, tf.int64)
     counters['nonfinite_clients'] = tf.where(finite, tf.constant(0, tf.int64),
                                              tf.constant(1, tf.int64))
@@ -327,10 +331,11 @@ def _run_client_update(model_fn, client_update_fn, optimizer, server_weights, ta
 def _communication_metrics(counters, num_parameters: int):
   """Server-side communication figures from the summed client counters.
 
-  Returns an `OrderedDict`: every summed counter (`entries_sent`, `num_clients`, ...) under its
-  own name with a `_total` suffix, plus `entries_sent_per_client` (mean nonzeros a client
-  sent), `bytes_sent_total` (float32 value + int32 index per entry) and `density` (fraction of
-  the `num_clients * num_parameters` entries actually sent).
+  Returns an `OrderedDict`: every summed counter (`entries_sent`, `bytes_sent`, `num_clients`,
+  ...) under its own name with a `_total` suffix (`bytes_sent`: per client, a float32 value +
+  int32 index per entry, or the dense float32 tensor when smaller), plus
+  `entries_sent_per_client` (mean nonzeros a client sent) and `density` (fraction of the
+  `num_clients * num_parameters` entries actually sent).
   """
   metrics = collections.OrderedDict(
       (f'{name}_total', value) for name, value in counters.items())
@@ -338,7 +343,6 @@ def _communication_metrics(counters, num_parameters: int):
   entries = counters['entries_sent']
   metrics['entries_sent_per_client'] = (
       tf.cast(entries, tf.float64) / tf.cast(num_clients, tf.float64))
-  metrics['bytes_sent_total'] = sparsification.sparse_encoding_bytes(entries)
   metrics['density'] = tf.cast(entries, tf.float64) / (
       tf.cast(num_clients, tf.float64) * float(num_parameters))
   return metrics

@@ -99,10 +99,6 @@ def default_num_clients(name: str) -> int:
   raise ValueError(f'Unknown task {name!r}; known tasks: {", ".join(TASK_NAMES)}.')
 
 
-def default_source(name: str) -> str:
-  return 'tff' if name == 'shakespeare_gru' else 'sklearn' if name == 'digits_demo' else 'tfds'
-
-
 def build_task(name: str, *, source: str | None = None, data_path: str | None = None,
                data_dir: str | None = None, total_clients: int | None = None,
                num_clients: int | None = None, partition: str | None = None,

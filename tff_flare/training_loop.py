@@ -22,11 +22,6 @@ from tff_flare import stateful_process
 EvaluateFn = Callable[[Any], Mapping[str, float]]
 
 
-def model_weights_of(process, state) -> tff.learning.models.ModelWeights:
-  """The global model weights of a state of one of our processes or of TFF's."""
-  return process.get_model_weights(state)
-
-
 class AlgorithmRun:
   """One process, its server state and (if it has one) its client-state store.
 
