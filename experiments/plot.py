@@ -65,7 +65,7 @@ def plot_runs(run_dirs: list[str], output: str) -> None:
       ax.grid(alpha=0.3)
     row_axes[0].set_xlabel('round')
     row_axes[1].set_xlabel('round')
-    row_axes[2].set_xlabel('cumulative bytes uploaded (sparse: value + index)')
+    row_axes[2].set_xlabel('cumulative bytes uploaded (value + index, or dense if smaller)')
     row_axes[2].set_xscale('log')
     row_axes[0].legend()
   fig.tight_layout()
