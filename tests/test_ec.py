@@ -12,7 +12,9 @@ from tff_flare import tff_baselines
 
 
 def _train(process, datasets, num_rounds):
+  """Trains `num_rounds`; returns (final trainable weights, outputs, initial weights)."""
   state = process.initialize()
+  initial = tiny_models.trainable_arrays(process, state)
   stateful = getattr(process, 'has_client_state', False)
   client_states = [process.initial_client_state()] * len(datasets) if stateful else None
   outputs = []
@@ -24,7 +26,7 @@ def _train(process, datasets, num_rounds):
       output = process.next(state, datasets)
     state = output.state
     outputs.append(output)
-  return tiny_models.trainable_arrays(process, state), outputs
+  return tiny_models.trainable_arrays(process, state), outputs, initial
 
 
 class EcKeepingEverythingTest(tf.test.TestCase):
@@ -34,15 +36,13 @@ class EcKeepingEverythingTest(tf.test.TestCase):
     optimizer = tff.learning.optimizers.build_sgdm(0.3, momentum=0.9)
     # Two batches per client: two local steps with momentum.
     datasets = [tiny_models.classification_dataset(s, batch_size=4) for s in range(3)]
-    ec_weights, ec_outputs = _train(
+    ec_weights, ec_outputs, _ = _train(
         ec.build_ec(model_fn, keep_percent=100.0, client_optimizer=optimizer,
                     rule=sparsification.TopKRule.EXACT), datasets, 3)
-    ours, _ = _train(fedavg.build_fedavg(model_fn, client_optimizer=optimizer), datasets, 3)
-    theirs, _ = _train(tff_baselines.build_tff_fedavg(model_fn, client_optimizer=optimizer),
-                       datasets, 3)
-    initial = tiny_models.trainable_arrays(
-        fedavg.build_fedavg(model_fn, client_optimizer=optimizer),
-        fedavg.build_fedavg(model_fn, client_optimizer=optimizer).initialize())
+    ours, _, initial = _train(fedavg.build_fedavg(model_fn, client_optimizer=optimizer),
+                              datasets, 3)
+    theirs, _, _ = _train(tff_baselines.build_tff_fedavg(model_fn, client_optimizer=optimizer),
+                          datasets, 3)
     self.assertNotAllClose(ours[0], initial[0])  # Training moved the model.
     for e, o, t in zip(ec_weights, ours, theirs):
       self.assertAllClose(e, o, rtol=1e-6, atol=1e-7)
@@ -63,10 +63,10 @@ class EcFedProxTest(tf.test.TestCase):
 
   def _pair(self, batch_size):
     datasets = [tiny_models.classification_dataset(s, batch_size=batch_size) for s in range(3)]
-    ec_weights, _ = _train(
+    ec_weights, _, _ = _train(
         ec.build_ec(self.model_fn, keep_percent=20.0, client_optimizer=self.optimizer),
         datasets, 3)
-    prox_weights, _ = _train(
+    prox_weights, _, _ = _train(
         ec.build_ec_fedprox(self.model_fn, keep_percent=20.0, client_optimizer=self.optimizer,
                             tau=5.0, tau_decay=1.0), datasets, 3)
     return ec_weights, prox_weights

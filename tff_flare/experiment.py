@@ -33,7 +33,6 @@ from tff_flare import ef21
 from tff_flare import evaluation
 from tff_flare import fedavg
 from tff_flare import flare
-from tff_flare import local_training
 from tff_flare import presets
 from tff_flare import regularizers
 from tff_flare import schedules
@@ -149,9 +148,8 @@ def build_process(name: str, task: tasks.Task, config: ExperimentConfig):
   common = dict(keep_percent=config.keep_percent, client_optimizer=optimizer)
   if name == 'flare':
     return flare.build_flare(task.model_fn, tau=config.tau, tau_decay=config.tau_decay,
-                             mask_percentile=config.mask_percentile,
-                             reg_steps=local_training.ALL_STEPS if reg_steps is None
-                             else reg_steps, is_regularized=is_regularized, **common)
+                             mask_percentile=config.mask_percentile, reg_steps=reg_steps,
+                             is_regularized=is_regularized, **common)
   if name == 'ec':
     return ec.build_ec(task.model_fn, **common)
   if name == 'ec_fedprox':
@@ -227,7 +225,7 @@ def _release(managers, value, key: int) -> None:
   asyncio.run(release_all())
 
 
-def _round_row(runs, client_ids, datasets, evaluate, evaluate_now):
+def _round_row(runs, client_ids, datasets, evaluate, evaluate_now, dense_bytes_per_client):
   """One round of every run: `{name: {eval?, round_seconds, bytes_uploaded, train}}`.
 
   `bytes_uploaded` is the sparse (value + index) encoding of what our processes' clients
@@ -245,8 +243,7 @@ def _round_row(runs, client_ids, datasets, evaluate, evaluate_now):
     if communication is not None:
       entry['bytes_uploaded'] = int(communication['bytes_sent_total'])
     else:
-      num_parameters = sum(np.size(t) for t in run.model_weights().trainable)
-      entry['bytes_uploaded'] = int(len(client_ids) * num_parameters * 4)
+      entry['bytes_uploaded'] = len(client_ids) * dense_bytes_per_client
     entry['train'] = metrics
     row[run.name] = entry
   return row
@@ -268,6 +265,8 @@ def run_experiment(config: ExperimentConfig, log=print) -> dict:
     initial = runs[0].model_weights() if runs else None
     runs.append(training_loop.AlgorithmRun(name, process, initial_weights=initial))
   evaluate = evaluation.build_evaluate_fn(task.model_fn, task.test_data)
+  # All runs share one model architecture: its dense float32 size, for TFF's processes.
+  dense_bytes_per_client = 4 * sum(int(np.size(t)) for t in runs[0].model_weights().trainable)
   output = pathlib.Path(config.output_dir)
   checkpoints = _Checkpoints(str(output / 'checkpoints'), runs, client_ids)
   managers = [tff.program.CSVFileReleaseManager(output / 'metrics.csv', key_fieldname='round'),
@@ -281,7 +280,8 @@ def run_experiment(config: ExperimentConfig, log=print) -> dict:
   for round_num in range(start_round, config.rounds):
     ids = sampler(round_num)
     datasets = [task.train_data.create_tf_dataset_for_client(cid) for cid in ids]
-    row = _round_row(runs, ids, datasets, evaluate, round_num % config.eval_every == 0)
+    row = _round_row(runs, ids, datasets, evaluate, round_num % config.eval_every == 0,
+                     dense_bytes_per_client)
     _release(managers, row, round_num)
     done = round_num + 1
     if done % config.checkpoint_every == 0 or done == config.rounds:
