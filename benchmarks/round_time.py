@@ -5,6 +5,13 @@ algorithm alike: 10 clients of 600 synthetic 28x28 images (batch 600, so one loc
 round as in the authors' CNN runs), R = 0.001, the CNN config (lr 0.215, momentum 0.99,
 TAU 0.05, c 1.1, p 1). The first round of each process (tracing, worker start) is not timed.
 
+TFF's own overhead is measured in the same run: `FLARE_plain_tf` is the same FLARE round
+(the same client update function, `flare.build_flare_client_update`, on the same data, then
+the unweighted mean and the server step `s <- s + mean`) driven by a Python loop over plain
+`tf.function`s, without TFF; FLARE's cost relative to it is TFF's overhead (target <= 1.15x).
+Both start from the same weights, and the benchmark prints how far apart their weights are
+after the timed rounds (float rounding only).
+
 It also times, outside TFF in plain `tf.function`s, one client's local training and FLARE's
 extra client work (the percentile masks plus the error-feedback top-k on the CNN's tensors),
 and prints the extra work's share of the local training time.
@@ -15,6 +22,7 @@ and prints the extra work's share of the local training time.
 import collections
 import statistics
 import time
+import types
 
 from absl import app
 from absl import flags
@@ -49,18 +57,79 @@ def _client_datasets(num_clients, num_examples, batch_size):
   return datasets
 
 
+_TAU, _TAU_DECAY, _REG_STEPS = 0.05, 1.1, 1
+
+
+def _optimizer():
+  return tff.learning.optimizers.build_sgdm(0.215, momentum=0.99)
+
+
 def _processes(model_fn):
-  optimizer = tff.learning.optimizers.build_sgdm(0.215, momentum=0.99)
-  return collections.OrderedDict(
+  optimizer = _optimizer()
+  processes = collections.OrderedDict(
       FedAvg=fedavg.build_fedavg(model_fn, client_optimizer=optimizer),
       EC=ec.build_ec(model_fn, keep_percent=_KEEP_PERCENT, client_optimizer=optimizer),
       FLARE=flare.build_flare(model_fn, keep_percent=_KEEP_PERCENT, client_optimizer=optimizer,
-                              tau=0.05, tau_decay=1.1, reg_steps=1),
+                              tau=_TAU, tau_decay=_TAU_DECAY, reg_steps=_REG_STEPS),
       TFF_FedAvg=tff_baselines.build_tff_fedavg(model_fn, client_optimizer=optimizer))
+  processes['FLARE_plain_tf'] = PlainFlareLoop(model_fn)  # Last: see PlainFlareLoop.
+  return processes
+
+
+class PlainFlareLoop:
+  """FLARE rounds without TFF: the same client update in a `tf.function`, a Python loop.
+
+  Mimics the `StatefulClientsProcess` interface that `time_rounds` uses. State is
+  `(round_num, list of trainable weight tensors)`; a client state is `[accumulator tensors]`.
+  """
+
+  has_client_state = True
+
+  def __init__(self, model_fn):
+    # Built after every TFF process and after the validation (which builds models in a
+    # graph): graph-built Keras models invalidate eagerly built ones.
+    client_update = flare.build_flare_client_update(
+        model_fn, keep_percent=_KEEP_PERCENT, reg_steps=_REG_STEPS)
+    self._model = model_fn()
+    self._initial = [tf.identity(v) for v in self._model.trainable_variables]
+    optimizer = _optimizer()
+
+    @tf.function
+    def client_round(trainable, tau, dataset, accumulator):
+      server_weights = tff.learning.models.ModelWeights(trainable=trainable, non_trainable=[])
+      output = client_update(self._model, optimizer, server_weights, tau, dataset,
+                             collections.OrderedDict(accumulator=accumulator))
+      return output.message, output.client_state['accumulator']
+
+    self._client_round = client_round
+
+  def initialize(self):
+    return 0, self._initial
+
+  def initial_client_state(self):
+    return [tf.zeros_like(w) for w in self._initial]
+
+  def next(self, state, datasets, client_states):
+    round_num, trainable = state
+    tau = tf.constant(_TAU / _TAU_DECAY**(round_num + 1), tf.float32)
+    messages, new_states = [], []
+    for dataset, accumulator in zip(datasets, client_states):
+      message, new_accumulator = self._client_round(trainable, tau, dataset, accumulator)
+      messages.append(message)
+      new_states.append(new_accumulator)
+    mean = [tf.add_n(list(parts)) / len(messages) for parts in zip(*messages)]
+    trainable = [w + m for w, m in zip(trainable, mean)]
+    return types.SimpleNamespace(state=(round_num + 1, trainable), client_states=new_states)
+
+
+def _max_weight_difference(plain_state, flare_process, flare_state):
+  tff_weights = flare_process.get_model_weights(flare_state).trainable
+  return max(float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+             for a, b in zip(plain_state[1], tff_weights))
 
 
 def time_rounds(processes, datasets, num_rounds):
-  """Returns {name: [seconds of each timed round]}, rounds interleaved across processes."""
+  """Returns ({name: [seconds of each timed round]}, {name: final state}), interleaved."""
   runs = {}
   for name, process in processes.items():
     state = process.initialize()
@@ -81,7 +150,7 @@ def time_rounds(processes, datasets, num_rounds):
       run[1] = output.state
       if round_num > 0:
         seconds[name].append(time.perf_counter() - start)
-  return seconds
+  return seconds, {name: run[1] for name, run in runs.items()}
 
 
 def time_client_work(model_fn, dataset, repeats=10):
@@ -128,11 +197,17 @@ def main(argv):
   datasets = _client_datasets(_CLIENTS.value, _EXAMPLES.value, _BATCH.value)
   print(f'MNIST CNN, {_CLIENTS.value} clients x {_EXAMPLES.value} examples, batch '
         f'{_BATCH.value}, R={_KEEP_PERCENT}%, {_ROUNDS.value} timed rounds (median):')
-  seconds = time_rounds(_processes(model_fn), datasets, _ROUNDS.value)
+  processes = _processes(model_fn)
+  seconds, states = time_rounds(processes, datasets, _ROUNDS.value)
   medians = {name: statistics.median(s) for name, s in seconds.items()}
   for name, value in medians.items():
-    print(f'  {name:<11} {value:7.3f} s/round   ({value / medians["TFF_FedAvg"]:.2f}x '
+    print(f'  {name:<14} {value:7.3f} s/round   ({value / medians["TFF_FedAvg"]:.2f}x '
           f'TFF FedAvg; rounds: {", ".join(f"{s:.3f}" for s in seconds[name])})')
+  ratio = medians['FLARE'] / medians['FLARE_plain_tf']
+  print(f'FLARE in TFF / the same rounds in plain tf.function: {ratio:.3f}x (TFF overhead '
+        f'{100 * (1 - 1 / ratio):.1f}% of a FLARE round); max |weight difference| after '
+        f'{_ROUNDS.value + 1} rounds: '
+        f'{_max_weight_difference(states["FLARE_plain_tf"], processes["FLARE"], states["FLARE"]):.2e}')
   train_s, extra_s = time_client_work(model_fn, datasets[0])
   print(f'One client, plain tf.function: local training {train_s * 1e3:.1f} ms, FLARE masks '
         f'+ error-feedback top-k {extra_s * 1e3:.1f} ms ({100 * extra_s / train_s:.1f}% of '

@@ -15,6 +15,7 @@ from absl import app
 from absl import flags
 
 from tff_flare import experiment
+from tff_flare import masking
 from tff_flare import presets
 from tff_flare import runtime
 from tff_flare import tasks
@@ -62,10 +63,18 @@ _FIELDS = {
     'partition': flags.DEFINE_string('partition', None, 'Partition: contiguous, iid, '
                                      'dirichlet, quantity_skew, class_imbalance.'),
     'alpha': flags.DEFINE_float('alpha', 1.0, 'Dirichlet concentration.'),
+    'ratio': flags.DEFINE_float('ratio', 100.0, 'quantity_skew: largest / smallest client.'),
     'ef21_dense_state': flags.DEFINE_bool('ef21_dense_state', False,
                                           "EF21 with the authors' dense-state shortcut."),
     'tff_fedprox_strength': flags.DEFINE_float('tff_fedprox_strength', 0.01,
                                                "TFF FedProx's proximal strength."),
+    'keep_probability': flags.DEFINE_float('keep_probability', 0.5, 'mask_*: the keep '
+                                           'probability q of update masking, in (0, 1].'),
+    'mask_weighting': flags.DEFINE_enum('mask_weighting', 'uniform',
+                                        [w.value for w in masking.Weighting],
+                                        'mask_*: aggregation weights p_k.'),
+    'num_mask_draws': flags.DEFINE_integer('num_mask_draws', 0, 'mask_*: fresh mask draws '
+                                           'per mode and round for the empirical variances.'),
 }
 
 

@@ -109,9 +109,13 @@ class ImageFolderSourceTest(tf.test.TestCase):
     root = pathlib.Path(self.get_temp_dir()) / 'images'
     images = _write_imagefolder(root)
     arrays = data_sources.load_images('cifar10', 'imagefolder', str(root))
-    self.assertAllEqual(arrays.y_train, [0, 1, 1])  # bird, cat, cat.
-    self.assertAllEqual(arrays.x_train[0], images[('train', 'bird', 0)])
-    self.assertAllEqual(arrays.x_train[2], images[('train', 'cat', 1)])
+    # Folder order bird 0, cat 0, cat 1 (labels by sorted class name), then the fixed shuffle.
+    folder_order = [('bird', 0, 0), ('cat', 0, 1), ('cat', 1, 1)]
+    order = np.random.default_rng(data_sources.IMAGEFOLDER_SHUFFLE_SEED).permutation(3)
+    self.assertAllEqual(arrays.y_train, [folder_order[i][2] for i in order])
+    for position, i in enumerate(order):
+      name, index, _ = folder_order[i]
+      self.assertAllEqual(arrays.x_train[position], images[('train', name, index)])
     archive = pathlib.Path(self.get_temp_dir()) / 'images.tar.gz'
     with tarfile.open(archive, 'w:gz') as tar:
       tar.add(root, arcname='cifar')

@@ -93,12 +93,41 @@ class BadInputTest(tf.test.TestCase):
     self._assert_fails_early(['--keep_percent=0'], 'keep_percent must be in (0, 100]')
     self._assert_fails_early(['--tau_decay=0'], 'tau_decay')
 
+  def test_masking_binary_rejects_bad_keep_probability(self):
+    result = subprocess.run(
+        [sys.executable, '-m', 'experiments.run_masking', '--keep_probability=1.5',
+         f'--output_dir={self.get_temp_dir()}/masking'], capture_output=True, text=True,
+        timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'), check=False)
+    self.assertEqual(result.returncode, 2)
+    self.assertIn('keep probability q must be in (0, 1], got 1.5', result.stderr)
+
   def test_unwritable_output_dir(self):
     blocker = pathlib.Path(self.get_temp_dir()) / 'a_file'
     blocker.write_text('x')
     result = _run(['--rounds=1', f'--output_dir={blocker}/sub'], timeout_s=120)
     self.assertNotEqual(result.returncode, 0)
     self.assertIn('is not writable', result.stderr)
+
+
+class MaskingExperimentTest(tf.test.TestCase):
+
+  def test_mask_processes_side_by_side_with_fedavg(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'minibatch_iid'
+    config = experiment.ExperimentConfig(
+        output_dir=str(output), task='digits_demo',
+        algorithms=('fedavg', 'mask_none', 'mask_independent', 'mask_synchronized'),
+        rounds=2, eval_every=1, clients_per_round=4, keep_probability=0.5, num_mask_draws=2)
+    summary = experiment.run_experiment(config, log=lambda _: None)
+    final = summary['final_eval']
+    # No mask is FedAvg exactly; masks change the model.
+    self.assertEqual(final['mask_none'], final['fedavg'])
+    self.assertNotEqual(final['mask_independent'], final['fedavg'])
+    self.assertNotEqual(final['mask_synchronized'], final['mask_independent'])
+    row = _rows(output)[1]
+    for name in ('mask_none', 'mask_independent', 'mask_synchronized'):
+      self.assertEqual(float(row[f'{name}/train/survival/s_max']), 4.0)  # Uniform, K = 4.
+      self.assertGreater(float(row[f'{name}/train/survival/survival_empirical']), 0.0)
+    self.assertNotIn('fedavg/train/survival/survival', row)
 
 
 class PresetTest(tf.test.TestCase):

@@ -40,7 +40,8 @@ class TaskRegistryTest(tf.test.TestCase):
     batches = list(task.train_data.create_tf_dataset_for_client('client_1'))
     self.assertLen(batches, 1)  # 600 examples, batch 600: one step per round.
     self.assertEqual(batches[0]['x'].shape, (600, 28, 28, 1))
-    self.assertAllClose(batches[0]['x'][..., 0], expected_x)
+    self.assertEqual(batches[0]['x'].dtype, tf.float32)
+    self.assertAllEqual(batches[0]['x'][..., 0], expected_x)  # Scaled per batch, bit-exact.
     self.assertAllEqual(batches[0]['y'][:, 0], expected_y)
     self.assertEqual(task.hparams['learning_rate'], 0.215)
     test_examples = sum(int(b['y'].shape[0]) for b in task.test_data)

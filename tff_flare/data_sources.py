@@ -9,7 +9,8 @@ Image data sets (MNIST, CIFAR-10, CIFAR-100) come back as `ImageArrays` (uint8 p
   `../shared/datasets/mnist.npz`;
 * `'imagefolder'`: a directory, or a `.tar.gz` of one, laid out as `train/<class>/*` and
   `test/<class>/*` (label = position of the class in sorted order; CIFAR-10's class names sort
-  into its label order), such as `../shared/datasets/cifar10_imagefolder.tar.gz`. Decoded
+  into its label order), such as `../shared/datasets/cifar10_imagefolder.tar.gz`; each split
+  is shuffled with a fixed seed (folders are class-sorted; the binary releases are not). Decoded
   arrays are cached as an `.npz` beside the cache directory's copy, keyed by the file's size
   and modification time.
 
@@ -132,6 +133,9 @@ def _load_npz(path: pathlib.Path) -> ImageArrays:
                      y_test.reshape(-1).astype(np.int64))
 
 
+IMAGEFOLDER_SHUFFLE_SEED = 0
+
+
 def _load_imagefolder(path: pathlib.Path) -> ImageArrays:
   cache = _imagefolder_cache_path(path)
   if cache.exists():
@@ -158,7 +162,8 @@ def _load_imagefolder(path: pathlib.Path) -> ImageArrays:
 
 def _imagefolder_cache_path(path: pathlib.Path) -> pathlib.Path:
   stat = path.stat()
-  key = hashlib.sha1(f'{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}'.encode()).hexdigest()
+  key = hashlib.sha1(f'{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:shuffled'.encode()
+                     ).hexdigest()
   cache_dir = pathlib.Path(os.environ.get('TFF_FLARE_CACHE', DEFAULT_CACHE_DIR))
   return cache_dir / f'{path.name}.{key[:12]}.npz'
 
@@ -182,8 +187,14 @@ def _read_imagefolder(root: pathlib.Path) -> ImageArrays:
       files += [str(f) for f in names]
       labels += [label] * len(names)
     splits[split] = (_decode_images(files), np.asarray(labels, np.int64))
-  return ImageArrays(splits['train'][0], splits['train'][1], splits['test'][0],
-                     splits['test'][1])
+  # Folders list the images class by class; a fixed shuffle gives the mixed order of the
+  # binary releases / TFDS, so that contiguous client slices do not hold one or two classes.
+  shuffled = []
+  for split in ('train', 'test'):
+    x, y = splits[split]
+    order = np.random.default_rng(IMAGEFOLDER_SHUFFLE_SEED).permutation(len(y))
+    shuffled += [x[order], y[order]]
+  return ImageArrays(*shuffled)
 
 
 def _decode_images(files: list[str]) -> np.ndarray:

@@ -33,6 +33,7 @@ from tff_flare import ef21
 from tff_flare import evaluation
 from tff_flare import fedavg
 from tff_flare import flare
+from tff_flare import masking
 from tff_flare import presets
 from tff_flare import regularizers
 from tff_flare import schedules
@@ -41,7 +42,12 @@ from tff_flare import tasks
 from tff_flare import tff_baselines
 from tff_flare import training_loop
 
-ALGORITHMS = ('flare', 'ec', 'ec_fedprox', 'ef21', 'fedavg', 'tff_fedavg', 'tff_fedprox')
+# The masking study's processes: FedAvg with no / independent / synchronized update masks.
+MASKING_ALGORITHMS = {'mask_none': masking.MaskMode.NONE,
+                      'mask_independent': masking.MaskMode.INDEPENDENT,
+                      'mask_synchronized': masking.MaskMode.SYNCHRONIZED}
+ALGORITHMS = ('flare', 'ec', 'ec_fedprox', 'ef21', 'fedavg', 'tff_fedavg',
+              'tff_fedprox') + tuple(MASKING_ALGORITHMS)
 
 
 class ExperimentError(ValueError):
@@ -79,6 +85,9 @@ class ExperimentConfig:
   ratio: float = 100.0
   ef21_dense_state: bool = False
   tff_fedprox_strength: float = 0.01
+  keep_probability: float = 0.5
+  mask_weighting: str = 'uniform'
+  num_mask_draws: int = 0
 
 
 def config_from_preset(name: str, output_dir: str, **overrides) -> ExperimentConfig:
@@ -103,6 +112,10 @@ def validate(config: ExperimentConfig) -> None:
     sparsification.validate_keep_percent(config.keep_percent)
     schedules.validate_tau(config.tau, config.tau_decay)
     regularizers.validate_percentile(config.mask_percentile)
+    masking.validate_keep_probability(config.keep_probability)
+    masking.Weighting(config.mask_weighting)
+    if config.num_mask_draws < 0:
+      raise ExperimentError(f'num_mask_draws must be >= 0, got {config.num_mask_draws}.')
     for name in ('rounds', 'local_epochs', 'eval_every', 'checkpoint_every'):
       if getattr(config, name) < 1:
         raise ExperimentError(f'{name} must be >= 1, got {getattr(config, name)}.')
@@ -165,6 +178,12 @@ def build_process(name: str, task: tasks.Task, config: ExperimentConfig):
   if name == 'tff_fedprox':
     return tff_baselines.build_tff_fedprox(task.model_fn, client_optimizer=optimizer,
                                            proximal_strength=config.tff_fedprox_strength)
+  if name in MASKING_ALGORITHMS:
+    return masking.build_masked_fedavg(
+        task.model_fn, keep_probability=config.keep_probability,
+        mask_mode=MASKING_ALGORITHMS[name], client_optimizer=optimizer,
+        weighting=masking.Weighting(config.mask_weighting),
+        num_mask_draws=config.num_mask_draws, seed=config.seed)
   raise ExperimentError(f'Unknown algorithm {name!r}; known: {", ".join(ALGORITHMS)}.')
 
 

@@ -48,6 +48,35 @@ def _flare_client_update(model, optimizer, server_weights, tau, dataset, client_
       counters=collections.OrderedDict(entries_sent=sparsification.count_nonzero(sent)))
 
 
+def build_flare_client_update(
+    model_fn: stateful_process.ModelFn,
+    *,
+    keep_percent: float,
+    mask_percentile: float = 50.0,
+    reg_steps: Optional[int] = 1,
+    restart_optimizer_after_reg_steps: bool = True,
+    rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS,
+    is_regularized: Optional[Callable[[str], bool]] = None,
+) -> stateful_process.ClientUpdateFn:
+  """FLARE's client update, validated; `build_flare` wraps it in a TFF process.
+
+  The returned callable is plain TensorFlow, `(model, optimizer, server_weights, tau, dataset,
+  client_state) -> stateful_process.ClientOutput`, so it also runs outside TFF (see
+  `benchmarks/tff_overhead.py`). Arguments as in `build_flare`.
+  """
+  regularizers.validate_percentile(mask_percentile)
+  if reg_steps is None:
+    reg_steps = local_training.ALL_STEPS
+  if isinstance(reg_steps, bool) or not isinstance(reg_steps, int) or reg_steps < 0:
+    raise ValueError(f'reg_steps (the paper\'s p) must be an int >= 0 or None, got {reg_steps!r}.')
+  ec.validate_compression(model_fn, keep_percent, rule)
+  return functools.partial(
+      _flare_client_update, keep_percent=keep_percent, rule=rule,
+      regularized=ec.regularized_tensor_flags(model_fn, is_regularized),
+      mask_percentile=mask_percentile, reg_steps=reg_steps,
+      restart_optimizer_after_reg_steps=restart_optimizer_after_reg_steps)
+
+
 def build_flare(
     model_fn: stateful_process.ModelFn,
     *,
@@ -90,17 +119,10 @@ def build_flare(
     ValueError: for an out-of-range `keep_percent`, `tau`, `tau_decay`, `mask_percentile`
       or `reg_steps`.
   """
-  regularizers.validate_percentile(mask_percentile)
-  if reg_steps is None:
-    reg_steps = local_training.ALL_STEPS
-  if isinstance(reg_steps, bool) or not isinstance(reg_steps, int) or reg_steps < 0:
-    raise ValueError(f'reg_steps (the paper\'s p) must be an int >= 0 or None, got {reg_steps!r}.')
-  ec.validate_compression(model_fn, keep_percent, rule)
-  client_update_fn = functools.partial(
-      _flare_client_update, keep_percent=keep_percent, rule=rule,
-      regularized=ec.regularized_tensor_flags(model_fn, is_regularized),
-      mask_percentile=mask_percentile, reg_steps=reg_steps,
-      restart_optimizer_after_reg_steps=restart_optimizer_after_reg_steps)
+  client_update_fn = build_flare_client_update(
+      model_fn, keep_percent=keep_percent, mask_percentile=mask_percentile,
+      reg_steps=reg_steps, restart_optimizer_after_reg_steps=restart_optimizer_after_reg_steps,
+      rule=rule, is_regularized=is_regularized)
   return ec.build_accumulator_process(
       model_fn, client_update_fn, client_optimizer=client_optimizer,
       server_optimizer=server_optimizer, model_aggregator=model_aggregator, tau=tau,

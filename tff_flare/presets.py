@@ -55,3 +55,18 @@ PRESETS = {
     'cnn_class_imbalance': _row('mnist_cnn', 1001, 0.001, 1, 0.05, 1.1,
                                 partition='class_imbalance'),
 }
+
+# The update-masking study (MASKING_SPEC.md): the three mask modes side by side on the small
+# CNN, CIFAR-10, 100 clients, 10 per round. Used by experiments/run_masking*.py.
+MASKING_STUDY = types.MappingProxyType(dict(
+    task='cifar10_masking_cnn',
+    algorithms=('mask_none', 'mask_independent', 'mask_synchronized'),
+    total_clients=100,
+    num_clients=100,
+    clients_per_round=10,
+    partition='iid',
+    keep_probability=0.5,
+    num_mask_draws=4,
+    eval_every=5,
+    checkpoint_every=5,
+))

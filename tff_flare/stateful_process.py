@@ -170,10 +170,6 @@ def build_stateful_clients_process(
     initial_client_state = None
 
   @tff.tensorflow.computation
-  def initial_model_weights():
-    return tff.learning.models.ModelWeights.from_model(model_fn())
-
-  @tff.tensorflow.computation
   def initial_round_schedule():
     return collections.OrderedDict(
         round_num=tf.constant(0, tf.int32),
@@ -185,16 +181,8 @@ def build_stateful_clients_process(
   finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
       server_optimizer, model_weights_type)
 
-  @tff.federated_computation
-  def initialize_fn():
-    return tff.federated_zip(
-        tff.learning.templates.LearningAlgorithmState(
-            global_model_weights=tff.federated_eval(initial_model_weights, tff.SERVER),
-            distributor=distributor.initialize(),
-            client_work=tff.federated_eval(initial_round_schedule, tff.SERVER),
-            aggregator=aggregator.initialize(),
-            finalizer=finalizer.initialize()))
-
+  initialize_fn = build_initialize_fn(model_fn, distributor, initial_round_schedule, aggregator,
+                                      finalizer)
   state_type = initialize_fn.type_signature.result
   round_schedule_type = state_type.member.client_work
 
@@ -276,6 +264,48 @@ def build_stateful_clients_process(
       new_state, metrics, _ = round_body(state, client_data)
       return tff.learning.templates.LearningProcessOutput(state=new_state, metrics=metrics)
 
+  get_model_weights, set_model_weights = build_model_weights_accessors(state_type,
+                                                                       model_weights_type)
+  return StatefulClientsProcess(
+      initialize_fn, next_fn, initial_client_state=initial_client_state,
+      get_model_weights=get_model_weights, set_model_weights=set_model_weights,
+      num_trainable_parameters=num_parameters)
+
+
+def build_initialize_fn(model_fn: ModelFn, distributor, initial_client_work_state,
+                        aggregator, finalizer) -> tff.Computation:
+  """The `initialize` of a process composed like `tff.learning` algorithms.
+
+  Args:
+    model_fn: builds the initial global model.
+    distributor, aggregator, finalizer: the process's TFF components.
+    initial_client_work_state: a no-arg `tff.tensorflow.computation`, the client-work part of
+      the server state (e.g. the round counter).
+
+  Returns:
+    A federated computation returning a SERVER-placed `LearningAlgorithmState`.
+  """
+
+  @tff.tensorflow.computation
+  def initial_model_weights():
+    return tff.learning.models.ModelWeights.from_model(model_fn())
+
+  @tff.federated_computation
+  def initialize_fn():
+    return tff.federated_zip(
+        tff.learning.templates.LearningAlgorithmState(
+            global_model_weights=tff.federated_eval(initial_model_weights, tff.SERVER),
+            distributor=distributor.initialize(),
+            client_work=tff.federated_eval(initial_client_work_state, tff.SERVER),
+            aggregator=aggregator.initialize(),
+            finalizer=finalizer.initialize()))
+
+  return initialize_fn
+
+
+def build_model_weights_accessors(state_type, model_weights_type):
+  """`(get_model_weights, set_model_weights)` computations on a `LearningAlgorithmState`."""
+
   @tff.tensorflow.computation(state_type.member)
   def get_model_weights(state):
     return state.global_model_weights
@@ -286,10 +316,7 @@ def build_stateful_clients_process(
         global_model_weights=model_weights, distributor=state.distributor,
         client_work=state.client_work, aggregator=state.aggregator, finalizer=state.finalizer)
 
-  return StatefulClientsProcess(
-      initialize_fn, next_fn, initial_client_state=initial_client_state,
-      get_model_weights=get_model_weights, set_model_weights=set_model_weights,
-      num_trainable_parameters=num_parameters)
+  return get_model_weights, set_model_weights
 
 
 def _metric_finalizers(model_fn: ModelFn):

@@ -15,8 +15,9 @@ MASKING_SPEC.md):
 
 `build_task(name, ...)` loads the data (source per task: 'tfds' by default for the images,
 'tff' for Shakespeare; 'npz'/'imagefolder'/'text' read local files), partitions it
-(`partitions`), and returns a `Task`. Pixels are scaled to [0, 1] once, in numpy, for the
-clients in use; client datasets then only slice and batch (no per-round decoding work).
+(`partitions`), and returns a `Task`. Client and test datasets hold the uint8 pixels (a
+quarter of the bytes TFF serializes with each dataset; CIFAR's test set as float32 would
+exceed TFF's 100 MB limit) and scale each batch to [0, 1] in float32.
 """
 
 import collections
@@ -144,18 +145,20 @@ def build_task(name: str, *, source: str | None = None, data_path: str | None = 
   parts = partitions.build(partition or spec.partition, arrays.y_train, total_clients,
                            seed=seed, alpha=alpha, ratio=ratio,
                            dominant_fraction=dominant_fraction)[:num_clients]
-  # Only the clients in use are scaled and kept; their indices are renumbered 0..n-1.
+  # Only the clients in use are kept; their indices are renumbered 0..n-1. Pixels stay uint8
+  # in the datasets (TFF serializes a client's dataset with its data, up to 100 MB) and are
+  # scaled per batch.
   used = np.concatenate(parts)
-  x = scale_pixels(arrays.x_train[used], spec.feature_shape)
+  x = arrays.x_train[used].reshape((-1,) + spec.feature_shape)
   y = arrays.y_train[used].astype(np.int32).reshape(-1, 1)
   ends = np.cumsum([len(p) for p in parts])
   train = partitions.to_client_data(
       {'x': x, 'y': y}, [np.arange(end - len(p), end) for p, end in zip(parts, ends)])
   batch = spec.batch_size if batch_size is None else batch_size
-  train = train.preprocess(lambda d: batch_client(d, batch, epochs))
+  train = train.preprocess(lambda d: batch_client(d, batch, epochs).map(scale_batch))
   test = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-      x=scale_pixels(arrays.x_test, spec.feature_shape),
-      y=arrays.y_test.astype(np.int32).reshape(-1, 1))).batch(max(batch, 500))
+      x=arrays.x_test.reshape((-1,) + spec.feature_shape),
+      y=arrays.y_test.astype(np.int32).reshape(-1, 1))).batch(max(batch, 500)).map(scale_batch)
   keras_builder = lambda: spec.model(model_seed)
   return Task(name, models.tff_model_fn(keras_builder, spec.feature_shape), train, test, dict(
       learning_rate=spec.learning_rate, momentum=spec.momentum, reg_steps=spec.reg_steps,
@@ -165,6 +168,11 @@ def build_task(name: str, *, source: str | None = None, data_path: str | None = 
 def scale_pixels(x: np.ndarray, feature_shape: tuple[int, ...]) -> np.ndarray:
   """uint8 pixels to float32 in [0, 1], reshaped to [N, *feature_shape]."""
   return (x.astype(np.float32) / 255.0).reshape((-1,) + tuple(feature_shape))
+
+
+def scale_batch(batch: collections.OrderedDict) -> collections.OrderedDict:
+  """uint8 pixels `x` to float32 in [0, 1] (the same float32 division as `scale_pixels`)."""
+  return collections.OrderedDict(x=tf.cast(batch['x'], tf.float32) / 255.0, y=batch['y'])
 
 
 def batch_client(dataset: tf.data.Dataset, batch_size: int, epochs: int) -> tf.data.Dataset:

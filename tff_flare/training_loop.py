@@ -16,6 +16,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_flare import client_state
+from tff_flare import masking
 from tff_flare import stateful_process
 
 # evaluate_fn(model_weights: tff.learning.models.ModelWeights) -> {metric name: float}
@@ -45,7 +46,10 @@ class AlgorithmRun:
 
   def run_round(self, client_ids: Sequence[str], datasets: Sequence[tf.data.Dataset]):
     """Runs one round on the given clients; returns the round's metrics."""
-    if self.store is None:
+    if isinstance(self.process, masking.MaskingProcess):
+      keys = [masking.client_key(cid) for cid in client_ids]
+      output = self.process.next(self.state, list(datasets), keys)
+    elif self.store is None:
       output = self.process.next(self.state, list(datasets))
     else:
       states = self.store.get_many(client_ids)

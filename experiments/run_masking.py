@@ -1,0 +1,35 @@
+r"""Runs the update-masking study's processes side by side on one cell of its grid; resumable.
+
+  python -m experiments.run_masking --source=imagefolder \
+      --data_path=../shared/datasets/cifar10_imagefolder.tar.gz --partition=dirichlet \
+      --alpha=0.5 --keep_probability=0.5 --rounds=50 --output_dir=runs/masking/dir05
+
+The experiment binary (`experiments/run_experiment.py`, same flags and outputs) with the
+masking study's defaults (`../shared/MASKING_SPEC.md`): the small CNN on CIFAR-10
+(`cifar10_masking_cnn`), 100 clients, 10 sampled per round, and the three processes
+`mask_none` (FedAvg), `mask_independent` and `mask_synchronized` trained side by side from
+one model on the same clients. Every round's CSV row holds, per process, the survival
+measurement (`<process>/train/survival/...`: R_ind, R_sync, S, S_max, S/S_max, delta norms,
+and with --num_mask_draws the empirical variances). Local training: minibatch SGD with
+--batch_size (default 32) for --local_epochs epochs, or full batch with --batch_size=0
+(--local_epochs full-batch gradient steps). Partitions: --partition=iid | dirichlet
+(--alpha) | quantity_skew (--ratio, largest/smallest client). The grid runner is
+`experiments/run_masking_grid.py`.
+"""
+
+from absl import app
+from absl import flags
+
+from experiments import run_experiment
+from tff_flare import presets
+
+for _name, _value in presets.MASKING_STUDY.items():
+  flags.FLAGS.set_default(_name, list(_value) if isinstance(_value, tuple) else _value)
+
+
+def main(argv):
+  return run_experiment.main(argv)
+
+
+if __name__ == '__main__':
+  app.run(main)
