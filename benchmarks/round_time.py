@@ -4,6 +4,7 @@ Side by side in one run, interleaved round by round so that machine noise hits e
 algorithm alike: 10 clients of 600 synthetic 28x28 images (batch 600, so one local step per
 round as in the authors' CNN runs), R = 0.001, the CNN config (lr 0.215, momentum 0.99,
 TAU 0.05, c 1.1, p 1). The first round of each process (tracing, worker start) is not timed.
+`--model=fc` times the authors' 36M-parameter FC instead (784 features, lr 0.001).
 
 TFF's own overhead is measured in the same run: `FLARE_plain_tf` is the same FLARE round
 (the same client update function, `flare.build_flare_client_update`, on the same data, then
@@ -17,6 +18,7 @@ extra client work (the percentile masks plus the error-feedback top-k on the CNN
 and prints the extra work's share of the local training time.
 
   python -m benchmarks.round_time --rounds=5
+  python -m benchmarks.round_time --model=fc --clients=3 --rounds=1
 """
 
 import collections
@@ -39,6 +41,7 @@ from tff_flare import regularizers
 from tff_flare import tff_baselines
 
 _ROUNDS = flags.DEFINE_integer('rounds', 5, 'Timed rounds per algorithm.', lower_bound=1)
+_MODEL = flags.DEFINE_enum('model', 'cnn', ['cnn', 'fc'], "The authors' MNIST CNN or FC.")
 _CLIENTS = flags.DEFINE_integer('clients', 10, 'Clients per round.', lower_bound=1)
 _EXAMPLES = flags.DEFINE_integer('examples_per_client', 600, 'Examples per client.',
                                  lower_bound=1)
@@ -46,11 +49,16 @@ _BATCH = flags.DEFINE_integer('batch_size', 600, 'Local batch size.', lower_boun
 _KEEP_PERCENT = 0.001
 
 
+# feature shape, Keras builder and the authors' client learning rate (momentum 0.99).
+_MODELS = {'cnn': ((28, 28, 1), models.mnist_cnn, 0.215),
+           'fc': ((784,), lambda: models.mnist_fc(), 0.001)}
+
+
 def _client_datasets(num_clients, num_examples, batch_size):
   rng = np.random.default_rng(0)
   datasets = []
   for _ in range(num_clients):
-    x = rng.uniform(size=(num_examples, 28, 28, 1)).astype(np.float32)
+    x = rng.uniform(size=(num_examples,) + _MODELS[_MODEL.value][0]).astype(np.float32)
     y = rng.integers(0, 10, size=(num_examples, 1)).astype(np.int32)
     datasets.append(tf.data.Dataset.from_tensor_slices(
         collections.OrderedDict(x=x, y=y)).batch(batch_size).cache())
@@ -61,7 +69,7 @@ _TAU, _TAU_DECAY, _REG_STEPS = 0.05, 1.1, 1
 
 
 def _optimizer():
-  return tff.learning.optimizers.build_sgdm(0.215, momentum=0.99)
+  return tff.learning.optimizers.build_sgdm(_MODELS[_MODEL.value][2], momentum=0.99)
 
 
 def _processes(model_fn):
@@ -156,7 +164,7 @@ def time_rounds(processes, datasets, num_rounds):
 def time_client_work(model_fn, dataset, repeats=10):
   """Seconds of one client's local training, and of FLARE's masks + top-k, in plain TF."""
   model = model_fn()
-  optimizer = tff.learning.optimizers.build_sgdm(0.215, momentum=0.99)
+  optimizer = _optimizer()
   weights = tff.learning.models.ModelWeights.from_model(model)
   initial = tf.nest.map_structure(tf.identity, weights)
 
@@ -193,9 +201,10 @@ def time_client_work(model_fn, dataset, repeats=10):
 def main(argv):
   del argv
   tf.get_logger().setLevel('ERROR')
-  model_fn = models.tff_model_fn(models.mnist_cnn, (28, 28, 1))
+  feature_shape, keras_builder, _ = _MODELS[_MODEL.value]
+  model_fn = models.tff_model_fn(keras_builder, feature_shape)
   datasets = _client_datasets(_CLIENTS.value, _EXAMPLES.value, _BATCH.value)
-  print(f'MNIST CNN, {_CLIENTS.value} clients x {_EXAMPLES.value} examples, batch '
+  print(f'MNIST {_MODEL.value.upper()}, {_CLIENTS.value} clients x {_EXAMPLES.value} examples, batch '
         f'{_BATCH.value}, R={_KEEP_PERCENT}%, {_ROUNDS.value} timed rounds (median):')
   processes = _processes(model_fn)
   seconds, states = time_rounds(processes, datasets, _ROUNDS.value)

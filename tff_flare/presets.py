@@ -19,7 +19,17 @@ def _row(task, rounds, keep_percent, epochs, tau, tau_decay, **extra):
 PRESETS = {
     # toy_FC_demo/main.py and FC/main.py, row 0.
     'fc_r0': _row('mnist_fc', 1001, 0.001, 1, 0.5, 1.05),
-    # CNN/main.py rows 0-3 (E = 1, 4, 8, 16).
+    # FC/main.py rows 1-7 (in its table, not run by the authors): E = 8, 16, 32 at R = 0.001,
+    # then E = 1, 4, 8, 16 at R = 0.0001. Row 8 (TAU 0, c 0) is left out: c = 0 divides by 0.
+    'fc_r1': _row('mnist_fc', 1001, 0.001, 8, 0.5, 1.05),
+    'fc_r2': _row('mnist_fc', 1001, 0.001, 16, 0.5, 1.05),
+    'fc_r3': _row('mnist_fc', 1001, 0.001, 32, 0.5, 1.05),
+    'fc_r4': _row('mnist_fc', 1001, 0.0001, 1, 0.5, 1.05),
+    'fc_r5': _row('mnist_fc', 1001, 0.0001, 4, 0.5, 1.005),
+    'fc_r6': _row('mnist_fc', 1001, 0.0001, 8, 0.5, 1.005),
+    'fc_r7': _row('mnist_fc', 1001, 0.0001, 16, 0.5, 1.005),
+    # CNN/main.py rows 0-3 (E = 1, 4, 8, 16), and row 4 (E = 32, R = 0.01; in the table, not run).
+    'cnn_r4': _row('mnist_cnn', 501, 0.01, 32, 0.05, 1.1),
     'cnn_r0': _row('mnist_cnn', 1001, 0.001, 1, 0.05, 1.1),
     'cnn_r1': _row('mnist_cnn', 501, 0.001, 4, 0.05, 1.1),
     'cnn_r2': _row('mnist_cnn', 501, 0.001, 8, 0.05, 1.1),
