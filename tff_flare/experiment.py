@@ -1,5 +1,10 @@
 """Runs several algorithms side by side on one task, with checkpoints and released metrics.
 
+Algorithms: the FLARE study's (`flare`, `ec`, `ec_fedprox`, `ef21`, `fedavg`, TFF's
+`tff_fedavg` and `tff_fedprox`) and the masking study's (`mask_none`, `mask_independent`,
+`mask_synchronized`: `masking.build_masked_fedavg`, with `keep_probability`,
+`mask_weighting` and `num_mask_draws` from the config; their metrics carry `survival`).
+
 Every algorithm trains on the same task, from the same initial model (the first process's
 initial weights are given to all), on the same sampled clients each round (a seeded sampler
 that is a pure function of the round number). Per round, the metrics of every algorithm
