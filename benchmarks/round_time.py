@@ -10,7 +10,7 @@ TFF's own overhead is measured in the same run: `FLARE_plain_tf` is the same FLA
 (the same client update function, `flare.build_flare_client_update`, on the same data, then
 the unweighted mean and the server step `s <- s + mean`) driven by a Python loop over plain
 `tf.function`s, without TFF; FLARE's cost relative to it is TFF's overhead (target <= 1.15x).
-Both start from the same weights, and the benchmark prints how far apart their weights are
+Both start from FLARE's initial weights, and the benchmark prints how far apart their weights are
 after the timed rounds (float rounding only).
 
 It also times, outside TFF in plain `tf.function`s, one client's local training and FLARE's
@@ -80,7 +80,10 @@ def _processes(model_fn):
       FLARE=flare.build_flare(model_fn, keep_percent=_KEEP_PERCENT, client_optimizer=optimizer,
                               tau=_TAU, tau_decay=_TAU_DECAY, reg_steps=_REG_STEPS),
       TFF_FedAvg=tff_baselines.build_tff_fedavg(model_fn, client_optimizer=optimizer))
-  processes['FLARE_plain_tf'] = PlainFlareLoop(model_fn)  # Last: see PlainFlareLoop.
+  # Last (see PlainFlareLoop), from FLARE's initial weights (the FC is not seeded).
+  flare_process = processes['FLARE']
+  initial = flare_process.get_model_weights(flare_process.initialize()).trainable
+  processes['FLARE_plain_tf'] = PlainFlareLoop(model_fn, initial)
   return processes
 
 
@@ -93,13 +96,13 @@ class PlainFlareLoop:
 
   has_client_state = True
 
-  def __init__(self, model_fn):
+  def __init__(self, model_fn, initial_trainable):
     # Built after every TFF process and after the validation (which builds models in a
     # graph): graph-built Keras models invalidate eagerly built ones.
     client_update = flare.build_flare_client_update(
         model_fn, keep_percent=_KEEP_PERCENT, reg_steps=_REG_STEPS)
     self._model = model_fn()
-    self._initial = [tf.identity(v) for v in self._model.trainable_variables]
+    self._initial = [tf.constant(w) for w in initial_trainable]
     optimizer = _optimizer()
 
     @tf.function
