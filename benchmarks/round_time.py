@@ -38,6 +38,7 @@ from tff_flare import flare
 from tff_flare import local_training
 from tff_flare import models
 from tff_flare import regularizers
+from tff_flare import schedules
 from tff_flare import tff_baselines
 
 _ROUNDS = flags.DEFINE_integer('rounds', 5, 'Timed rounds per algorithm.', lower_bound=1)
@@ -122,7 +123,7 @@ class PlainFlareLoop:
 
   def next(self, state, datasets, client_states):
     round_num, trainable = state
-    tau = tf.constant(_TAU / _TAU_DECAY**(round_num + 1), tf.float32)
+    tau = tf.constant(schedules.tau_at_round(_TAU, _TAU_DECAY, round_num), tf.float32)
     messages, new_states = [], []
     for dataset, accumulator in zip(datasets, client_states):
       message, new_accumulator = self._client_round(trainable, tau, dataset, accumulator)

@@ -47,3 +47,11 @@ def flare_client_round(server, accumulator, batches, *, learning_rate, momentum,
   corrected = (w - server) + accumulator
   message = authors_topk(corrected, keep_percent)
   return message, corrected - message
+
+
+def survival(deltas, weights) -> float:
+  """MASKING_SPEC's S = |sum p_k d_k|^2 / sum p_k^2 |d_k|^2 for flat deltas, p = w / sum w."""
+  p = np.asarray(weights, np.float64) / np.sum(weights)
+  deltas = [np.asarray(d, np.float64).ravel() for d in deltas]
+  mean = sum(pk * d for pk, d in zip(p, deltas))
+  return float(mean @ mean / sum(pk**2 * (d @ d) for pk, d in zip(p, deltas)))

@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tests import reference_numpy
 from tests import tiny_models
 from tff_flare import fedavg
 from tff_flare import masking
@@ -60,7 +61,7 @@ def test_opposing_deltas_fall_below_one():
   delta = np.random.default_rng(1).normal(size=30)
   metrics = _survival_of([delta, -0.8 * delta], [1.0, 1.0])
   assert metrics['survival'] < 1.0
-  assert metrics['survival'] == pytest.approx(masking.closed_form_survival(
+  assert metrics['survival'] == pytest.approx(reference_numpy.survival(
       [delta, -0.8 * delta], [1.0, 1.0]))
   # R values follow from S: R_sync / R_ind = S, and (1-q)/q = 1 at q = 0.5.
   assert metrics['r_sync'] / metrics['r_ind'] == pytest.approx(metrics['survival'])
@@ -173,7 +174,7 @@ def test_closed_form_matches_numpy_and_empirical_variance_agrees(weighting):
   sum_p2_norm2 = sum(pk**2 * d @ d for pk, d in zip(p, deltas))
   assert survival['r_ind'] == pytest.approx((1 - q) / q * sum_p2_norm2, rel=1e-5)
   assert survival['r_sync'] == pytest.approx((1 - q) / q * mean @ mean, rel=1e-5)
-  assert survival['survival'] == pytest.approx(masking.closed_form_survival(deltas, weights),
+  assert survival['survival'] == pytest.approx(reference_numpy.survival(deltas, weights),
                                                rel=1e-5)
   assert survival['s_max'] == pytest.approx(1 / np.sum(p**2))
   assert survival['mean_client_delta_norm'] == pytest.approx(

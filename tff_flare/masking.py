@@ -27,7 +27,7 @@ import enum
 import math
 import re
 import zlib
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -121,9 +121,8 @@ def _masking_noise_draws(delta, masked, keep_probability, round_seed, client_key
   draws = []
   for draw in range(1, num_draws + 1):
     masks = _masks_for(mode, shapes, masked, keep_probability, round_seed, client_key, draw)
-    draws.append([tf.zeros_like(d) if m is None else
-                  tf.where(m, d / keep_probability, tf.zeros_like(d)) - d
-                  for d, m in zip(delta, masks)])
+    draws.append([sent - d for sent, d in zip(apply_masks(delta, masks, keep_probability),
+                                               delta)])
   return [tf.stack(parts) for parts in zip(*draws)]
 
 
@@ -381,10 +380,3 @@ def survival_metrics(mean_delta: Sequence[tf.Tensor], sums: dict, mean_noises: d
 def _short(mode: str) -> str:
   return {'independent': 'ind', 'synchronized': 'sync'}[mode]
 
-
-def closed_form_survival(deltas: Sequence[Any], weights: Sequence[float]) -> float:
-  """S for flat numpy deltas and aggregation weights (a reference for tests and reports)."""
-  p = np.asarray(weights, np.float64) / np.sum(weights)
-  deltas = [np.asarray(d, np.float64).ravel() for d in deltas]
-  mean = sum(pk * d for pk, d in zip(p, deltas))
-  return float(mean @ mean / sum(pk**2 * (d @ d) for pk, d in zip(p, deltas)))
