@@ -31,7 +31,7 @@ def _die_with_parent() -> None:
   libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-class _WorkerPopen(subprocess.Popen):
+class WorkerPopen(subprocess.Popen):
   """`subprocess.Popen` whose child is killed by the kernel when its parent dies."""
 
   def __init__(self, args, **kwargs):
@@ -51,7 +51,7 @@ def _tie_workers_to_this_process() -> None:
   from tensorflow_federated.python.core.impl.executor_stacks import executor_factory  # pylint: disable=g-import-not-at-top
   shim = types.ModuleType('subprocess')
   shim.__dict__.update(subprocess.__dict__)
-  shim.Popen = _WorkerPopen
+  shim.Popen = WorkerPopen
   executor_factory.subprocess = shim
 
 

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 import attrs
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -65,6 +66,51 @@ class StatefulClientsOutput:
   client_states: Any
 
 
+@attrs.define(frozen=True)
+class RoundPhases:
+  """`next` of a process with client state, cut in two at the aggregation.
+
+  TFF's distributed runtime (`tff.backends.native.create_mergeable_comp_execution_context`)
+  splits a computation's clients over workers and merges at its one aggregation, but a value
+  computed before the aggregation reaches a CLIENTS-placed result only by being computed again
+  after it: run as one computation, `next` would train every client twice to return the new
+  client states. Run as these two computations, each client trains once. `next` is composed
+  of the same two bodies, so the phases compute exactly what `next` computes.
+
+  Attributes:
+    client_phase: `(state, client_data, client_states, client_indices) -> client outputs
+      @CLIENTS`, each an `OrderedDict(client_index, message, client_state, counters,
+      model_metrics)` (`client_indices`: int32 @CLIENTS, echoed); no aggregation.
+    server_phase: `(state, messages, counters, model_metrics)` (the client outputs' fields,
+      @CLIENTS) `-> LearningProcessOutput(state, metrics)`.
+  """
+
+  client_phase: tff.Computation
+  server_phase: tff.Computation
+
+
+def next_in_phases(process: 'StatefulClientsProcess', state, client_data, client_states
+                   ) -> StatefulClientsOutput:
+  """`process.next(state, client_data, client_states)`, run as its two `RoundPhases`.
+
+  Each client output carries its client's position: TFF 0.87's mergeable context returns the
+  CLIENTS-placed results of its subrounds in the order the subrounds finish, not in client
+  order, so the outputs are put back in client order here.
+  """
+  outputs = process.phases.client_phase(state, client_data, client_states,
+                                        list(range(len(client_data))))
+  outputs = sorted(outputs, key=lambda o: int(o['client_index']))
+  if [int(o['client_index']) for o in outputs] != list(range(len(client_data))):
+    raise RuntimeError(f'The client phase returned outputs of clients '
+                       f'{[int(o["client_index"]) for o in outputs]}, expected each of '
+                       f'0..{len(client_data) - 1} once.')
+  result = process.phases.server_phase(
+      state, [o['message'] for o in outputs], [o['counters'] for o in outputs],
+      [o['model_metrics'] for o in outputs])
+  return StatefulClientsOutput(state=result.state, metrics=result.metrics,
+                               client_states=[o['client_state'] for o in outputs])
+
+
 # client_update_fn(model, optimizer, server_weights, tau, dataset, client_state) -> ClientOutput
 ClientUpdateFn = Callable[..., ClientOutput]
 
@@ -80,11 +126,15 @@ class StatefulClientsProcess(tff.templates.IterativeProcess):
       `tff.learning.templates.LearningProcess`), e.g. to start several algorithms from one
       initial model.
     num_trainable_parameters: Python int, entries in the trainable weights.
+    phases: `next` cut at the aggregation (`RoundPhases`), for processes with client state;
+      `None` otherwise.
   """
 
   def __init__(self, initialize_fn, next_fn, *, initial_client_state, get_model_weights,
-               set_model_weights, num_trainable_parameters: int):
+               set_model_weights, num_trainable_parameters: int,
+               phases: Optional['RoundPhases'] = None):
     super().__init__(initialize_fn, next_fn)
+    self.phases = phases
     self.initial_client_state = initial_client_state
     self.get_model_weights = get_model_weights
     self.set_model_weights = set_model_weights
@@ -220,43 +270,76 @@ def build_stateful_clients_process(
 
   aggregate_model_metrics = tff.learning.metrics.sum_then_finalize(metric_finalizers)
 
-  def round_body(state, client_data, client_states=None):
+  def client_phase_body(state, client_data, client_states=None):
+    """Steps 1-2: broadcast, then every client's update; returns CLIENTS-placed outputs."""
     tau_r = tff.federated_map(round_tau, state.client_work)
+    # TFF's broadcast process is stateless, so its (empty) new state is not carried out.
     distributor_output = distributor.next(state.distributor, state.global_model_weights)
     client_inputs = [distributor_output.result, tff.federated_broadcast(tau_r), client_data]
     if has_client_state:
       client_inputs.append(client_states)
-    client_outputs = tff.federated_map(client_work, tuple(client_inputs))
-    aggregator_output = aggregator.next(state.aggregator, client_outputs.message)
+    return tff.federated_map(client_work, tuple(client_inputs))
+
+  def server_phase_body(state, messages, counters, model_metrics):
+    """Steps 3-4: aggregate the messages, apply them; returns (new state, metrics)."""
+    aggregator_output = aggregator.next(state.aggregator, messages)
     finalizer_output = finalizer.next(
         state.finalizer, state.global_model_weights,
         tff.federated_map(negate, aggregator_output.result))
     new_state = tff.federated_zip(
         tff.learning.templates.LearningAlgorithmState(
             global_model_weights=finalizer_output.result,
-            distributor=distributor_output.state,
+            distributor=state.distributor,
             client_work=tff.federated_map(advance_round, state.client_work),
             aggregator=aggregator_output.state,
             finalizer=finalizer_output.state))
     metrics = tff.federated_zip(
         collections.OrderedDict(
-            train=aggregate_model_metrics(client_outputs.model_metrics),
-            communication=tff.federated_map(
-                communication_metrics, tff.federated_sum(client_outputs.counters)),
-            tau=tau_r,
+            train=aggregate_model_metrics(model_metrics),
+            communication=tff.federated_map(communication_metrics,
+                                            tff.federated_sum(counters)),
+            tau=tff.federated_map(round_tau, state.client_work),
             aggregator=aggregator_output.measurements,
             finalizer=finalizer_output.measurements))
+    return new_state, metrics
+
+  def round_body(state, client_data, client_states=None):
+    client_outputs = client_phase_body(state, client_data, client_states)
+    new_state, metrics = server_phase_body(state, client_outputs.message,
+                                           client_outputs.counters, client_outputs.model_metrics)
     return new_state, metrics, client_outputs.client_state
 
   data_param_type = tff.FederatedType(data_type, tff.CLIENTS)
   if has_client_state:
+    client_states_param_type = tff.FederatedType(client_state_type, tff.CLIENTS)
 
-    @tff.federated_computation(state_type, data_param_type,
-                               tff.FederatedType(client_state_type, tff.CLIENTS))
+    @tff.federated_computation(state_type, data_param_type, client_states_param_type)
     def next_fn(state, client_data, client_states):
       new_state, metrics, new_client_states = round_body(state, client_data, client_states)
       return StatefulClientsOutput(state=new_state, metrics=metrics,
                                    client_states=new_client_states)
+
+    client_output_type = client_work.type_signature.result
+
+    @tff.tensorflow.computation(client_output_type, np.int32)
+    def tag_with_index(output, client_index):
+      return collections.OrderedDict(client_index=client_index, **output)
+
+    @tff.federated_computation(state_type, data_param_type, client_states_param_type,
+                               tff.FederatedType(np.int32, tff.CLIENTS))
+    def client_phase(state, client_data, client_states, client_indices):
+      outputs = client_phase_body(state, client_data, client_states)
+      return tff.federated_map(tag_with_index, (outputs, client_indices))
+
+    @tff.federated_computation(
+        state_type, tff.FederatedType(client_output_type.message, tff.CLIENTS),
+        tff.FederatedType(client_output_type.counters, tff.CLIENTS),
+        tff.FederatedType(client_output_type.model_metrics, tff.CLIENTS))
+    def server_phase(state, messages, counters, model_metrics):
+      new_state, metrics = server_phase_body(state, messages, counters, model_metrics)
+      return tff.learning.templates.LearningProcessOutput(state=new_state, metrics=metrics)
+
+    phases = RoundPhases(client_phase=client_phase, server_phase=server_phase)
   else:
 
     @tff.federated_computation(state_type, data_param_type)
@@ -264,12 +347,14 @@ def build_stateful_clients_process(
       new_state, metrics, _ = round_body(state, client_data)
       return tff.learning.templates.LearningProcessOutput(state=new_state, metrics=metrics)
 
+    phases = None
+
   get_model_weights, set_model_weights = build_model_weights_accessors(state_type,
                                                                        model_weights_type)
   return StatefulClientsProcess(
       initialize_fn, next_fn, initial_client_state=initial_client_state,
       get_model_weights=get_model_weights, set_model_weights=set_model_weights,
-      num_trainable_parameters=num_parameters)
+      num_trainable_parameters=num_parameters, phases=phases)
 
 
 def build_initialize_fn(model_fn: ModelFn, distributor, initial_client_work_state,

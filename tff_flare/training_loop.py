@@ -17,6 +17,7 @@ import tensorflow_federated as tff
 
 from tff_flare import client_state
 from tff_flare import masking
+from tff_flare import remote
 from tff_flare import stateful_process
 
 # evaluate_fn(model_weights: tff.learning.models.ModelWeights) -> {metric name: float}
@@ -53,7 +54,11 @@ class AlgorithmRun:
       output = self.process.next(self.state, list(datasets))
     else:
       states = self.store.get_many(client_ids)
-      output = self.process.next(self.state, list(datasets), states)
+      if remote.is_remote():  # Each client trains once (see `stateful_process.RoundPhases`).
+        output = stateful_process.next_in_phases(self.process, self.state, list(datasets),
+                                                 states)
+      else:
+        output = self.process.next(self.state, list(datasets), states)
       self.store.update(client_ids, output.client_states)
     self.state = output.state
     return output.metrics

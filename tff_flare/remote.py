@@ -1,0 +1,231 @@
+"""Runs computations on TFF workers (`python -m tff_flare.worker`) instead of in this process.
+
+`remote_execution(['host1:8000', 'host2:8000'])` builds TFF's distributed runtime from its
+own parts and installs it as the current context:
+
+  * per worker, TFF's `RemoteExecutor` over a `RemoteExecutorGrpcStub` (gRPC), wrapped in an
+    `AsyncExecutionContext` exactly as `tff.backends.native` wraps its local worker;
+  * over the workers, `tff.backends.native.create_mergeable_comp_execution_context`: it cuts
+    each computation at its aggregation, gives each worker a contiguous share of the round's
+    clients (a subround), merges the partial aggregates, and concatenates CLIENTS-placed
+    results in client order.
+
+Processes with client state run their round as two computations (`stateful_process.RoundPhases`),
+so each client trains once; the client states come back to the driver, which keeps them in
+its store as in a local run.
+
+Faults. TFF's `AsyncExecutionContext` retries a subround whose worker answers with a
+retryable gRPC error (UNAVAILABLE, ...), with backoff, forever. Here a worker that stays
+unreachable for `unavailable_timeout_s` ends the run instead, with `WorkerUnavailableError`
+naming it; a worker that is back within that time (restarted on the same port) gets the
+subround again (TFF's retry), with the same result. A worker that is down at start is found
+before any work (`connect_timeout_s`).
+
+Traffic. Every gRPC request and response is counted per worker (`ExecutionStats`), in
+serialized protocol-buffer bytes.
+"""
+
+import contextlib
+import dataclasses
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+import grpc
+import tensorflow_federated as tff
+from tensorflow_federated.python.core.backends.native import compiler
+from tensorflow_federated.python.core.environments.tensorflow_frontend import tensorflow_computation
+from tensorflow_federated.python.core.impl.executors import executors_errors
+
+EXECUTIONS = ('local', 'remote')
+# The limits TFF's own local context sets on its channel (models of 145 MB must pass).
+_MAX_MESSAGE_BYTES = 2 * 1000 * 1000 * 1000
+_CHANNEL_OPTIONS = [('grpc.max_message_length', _MAX_MESSAGE_BYTES),
+                    ('grpc.max_receive_message_length', _MAX_MESSAGE_BYTES),
+                    ('grpc.max_send_message_length', _MAX_MESSAGE_BYTES)]
+_RPC_NAMES = ('GetExecutor', 'CreateValue', 'CreateStruct', 'CreateCall', 'CreateSelection',
+              'Compute', 'Dispose', 'DisposeExecutor')
+
+
+class WorkerUnavailableError(RuntimeError):
+  """A TFF worker cannot be reached (down at start, or gone for too long during a round)."""
+
+  def __init__(self, address: str, message: str):
+    super().__init__(f'TFF worker {address}: {message}')
+    self.address = address
+
+
+def parse_workers(workers: Sequence[str] | str) -> list[str]:
+  """`'h1:8000,h2:8000'` or a list of `host:port` -> validated list; raises `ValueError`."""
+  if isinstance(workers, str):
+    workers = [w for w in workers.split(',') if w.strip()]
+  addresses = [w.strip() for w in workers]
+  if not addresses:
+    raise ValueError('Remote execution needs at least one worker (--workers=host:port,...).')
+  for address in addresses:
+    host, _, port = address.rpartition(':')
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+      raise ValueError(f'Worker address {address!r} is not host:port (port in 1..65535).')
+  if len(set(addresses)) != len(addresses):
+    raise ValueError(f'Worker addresses repeat: {addresses}.')
+  return addresses
+
+
+@dataclasses.dataclass
+class WorkerTraffic:
+  """Serialized bytes and calls between the driver and one worker."""
+
+  address: str
+  bytes_sent: int = 0
+  bytes_received: int = 0
+  calls: int = 0
+
+
+class ExecutionStats:
+  """Traffic of every worker since the last `reset()`; thread-safe."""
+
+  def __init__(self, addresses: Sequence[str]):
+    self._lock = threading.Lock()
+    self._addresses = list(addresses)
+    self.reset()
+
+  def reset(self) -> None:
+    with self._lock:
+      self._traffic = {a: WorkerTraffic(a) for a in self._addresses}
+
+  def record(self, address: str, sent: int, received: int) -> None:
+    with self._lock:
+      traffic = self._traffic[address]
+      traffic.bytes_sent += sent
+      traffic.bytes_received += received
+      traffic.calls += 1
+
+  def per_worker(self) -> list[WorkerTraffic]:
+    with self._lock:
+      return [dataclasses.replace(t) for t in self._traffic.values()]
+
+  def total_bytes(self) -> int:
+    return sum(t.bytes_sent + t.bytes_received for t in self.per_worker())
+
+
+class _WatchedRpc:
+  """One gRPC method of a worker: counts bytes; turns a long outage into a clear error.
+
+  TFF's stub turns retryable gRPC errors into `RetryableGRPCError`, which TFF's context
+  retries forever. Once the worker has failed that way for longer than `timeout_s`, this
+  raises `WorkerUnavailableError` instead, which TFF does not retry.
+  """
+
+  def __init__(self, rpc, address: str, outage: dict, stats: ExecutionStats, timeout_s: float):
+    self._rpc = rpc
+    self._address = address
+    self._outage = outage
+    self._stats = stats
+    self._timeout_s = timeout_s
+
+  def __call__(self, request):
+    try:
+      response = self._rpc(request)
+    except grpc.RpcError as e:
+      if isinstance(e, grpc.Call) and e.code() in executors_errors.get_grpc_retryable_error_codes():
+        first = self._outage.setdefault('since', time.monotonic())
+        if time.monotonic() - first > self._timeout_s:
+          raise WorkerUnavailableError(
+              self._address, f'unreachable for more than {self._timeout_s:.0f} s '
+              f'({e.code().name}: {e.details()}). Restart it (python -m tff_flare.worker '
+              f'--port={self._address.rpartition(":")[2]}) and start the same command again '
+              'to resume from the last checkpoint.') from e
+      raise
+    self._outage.pop('since', None)
+    self._stats.record(self._address, request.ByteSize(), response.ByteSize())
+    return response
+
+
+def _connect(address: str, connect_timeout_s: float) -> grpc.Channel:
+  channel = grpc.insecure_channel(address, _CHANNEL_OPTIONS)
+  try:
+    grpc.channel_ready_future(channel).result(timeout=connect_timeout_s)
+  except grpc.FutureTimeoutError as e:
+    channel.close()
+    port = address.rpartition(':')[2]
+    raise WorkerUnavailableError(
+        address, f'no worker answers (waited {connect_timeout_s:.0f} s). Start one on that '
+        f'machine with: python -m tff_flare.worker --port={port}') from e
+  return channel
+
+
+def _worker_context(channel: grpc.Channel, address: str, stats: ExecutionStats,
+                    unavailable_timeout_s: float) -> tff.framework.AsyncExecutionContext:
+  """TFF's async context over one worker, built as `tff.backends.native` builds its local one."""
+  stub = tff.framework.RemoteExecutorGrpcStub(channel)
+  outage = {}
+  for name in _RPC_NAMES:
+    rpc = getattr(stub._stub, name)  # pylint: disable=protected-access
+    setattr(stub._stub, name,  # pylint: disable=protected-access
+            _WatchedRpc(rpc, address, outage, stats, unavailable_timeout_s))
+
+  def executor_stack(cardinalities):
+    if cardinalities.get(tff.CLIENTS) is None:  # As TFF's local factory: 0 by default.
+      cardinalities[tff.CLIENTS] = 0
+    executor = tff.framework.RemoteExecutor(stub)
+    executor.set_cardinalities(cardinalities)
+    return executor
+
+  return tff.framework.AsyncExecutionContext(
+      executor_fn=tff.framework.ResourceManagingExecutorFactory(executor_stack),
+      compiler_fn=compiler.desugar_and_transform_to_native,
+      transform_args=tensorflow_computation.transform_args,
+      transform_result=tensorflow_computation.transform_result)
+
+
+@dataclasses.dataclass
+class RemoteExecution:
+  """The installed distributed context and its workers' traffic."""
+
+  addresses: list[str]
+  context: tff.framework.MergeableCompExecutionContext
+  stats: ExecutionStats
+
+
+@contextlib.contextmanager
+def remote_execution(workers: Sequence[str] | str, *, connect_timeout_s: float = 20.0,
+                     unavailable_timeout_s: float = 60.0) -> Iterator[RemoteExecution]:
+  """Installs TFF's mergeable execution context over `workers` for the `with` block.
+
+  Raises:
+    ValueError: a malformed worker list.
+    WorkerUnavailableError: a worker that does not answer within `connect_timeout_s`.
+  """
+  addresses = parse_workers(workers)
+  stats = ExecutionStats(addresses)
+  channels = []
+  try:
+    for address in addresses:
+      channels.append(_connect(address, connect_timeout_s))
+    contexts = [_worker_context(channel, address, stats, unavailable_timeout_s)
+                for channel, address in zip(channels, addresses)]
+    context = tff.backends.native.create_mergeable_comp_execution_context(contexts)
+    with tff.framework.get_context_stack().install(context):
+      yield RemoteExecution(addresses=addresses, context=context, stats=stats)
+  finally:
+    for channel in channels:
+      channel.close()
+
+
+def execution_context(execution: str, workers: Sequence[str] | str = ()
+                      ) -> contextlib.AbstractContextManager:
+  """`remote_execution(workers)` for 'remote'; TFF's default (local) context for 'local'."""
+  if execution not in EXECUTIONS:
+    raise ValueError(f'Unknown execution {execution!r}; known: {", ".join(EXECUTIONS)}.')
+  if execution == 'local':
+    if workers:
+      raise ValueError('--workers needs --execution=remote.')
+    return contextlib.nullcontext()
+  return remote_execution(workers)
+
+
+def is_remote() -> bool:
+  """True when the current TFF context is a distributed (mergeable) one."""
+  return isinstance(tff.framework.get_context_stack().current,
+                    tff.framework.MergeableCompExecutionContext)
+
