@@ -7,6 +7,14 @@ r"""Runs FLARE and its baselines side by side on one task; resumable.
 explicitly overrides it. Without a preset the flags' defaults apply. Output in --output_dir:
 metrics.csv and tensorboard/ (per round, through tff.program release managers), summary.json,
 checkpoints/ (start the same command again to resume). Plot with experiments/plot.py.
+
+On TFF workers instead of this process (start `python -m tff_flare.worker --port=8000` on
+each machine first):
+
+  python -m experiments.run_experiment ... --execution=remote --workers=h1:8000,h2:8000
+
+A worker that is down, or unreachable for --worker_timeout_s during a round, stops the run
+with an error naming it (exit status 3); start the same command again once it is back.
 """
 
 import sys
@@ -17,6 +25,7 @@ from absl import flags
 from tff_flare import experiment
 from tff_flare import masking
 from tff_flare import presets
+from tff_flare import remote
 from tff_flare import runtime
 from tff_flare import tasks
 
@@ -75,6 +84,14 @@ _FIELDS = {
                                         'mask_*: aggregation weights p_k.'),
     'num_mask_draws': flags.DEFINE_integer('num_mask_draws', 0, 'mask_*: fresh mask draws '
                                            'per mode and round for the empirical variances.'),
+    'execution': flags.DEFINE_enum('execution', 'local', list(remote.EXECUTIONS),
+                                   'local: TFF\'s local runtime in this process; remote: the '
+                                   'TFF workers of --workers (python -m tff_flare.worker).'),
+    'workers': flags.DEFINE_list('workers', [], 'With --execution=remote: host:port of each '
+                                 'worker; a round\'s clients are split over them.'),
+    'worker_timeout_s': flags.DEFINE_float('worker_timeout_s', 60.0, 'Seconds a worker may '
+                                           'stay unreachable (TFF retries) before the run '
+                                           'stops with an error naming it.'),
 }
 
 
@@ -104,6 +121,9 @@ def main(argv):
   except experiment.ExperimentError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
+  except remote.WorkerUnavailableError as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 3
   for name, result in summary['final_eval'].items():
     print(f'{name:<12} test accuracy {result["accuracy"]:.4f} loss {result["loss"]:.4f}')
   return 0

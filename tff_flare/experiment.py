@@ -21,6 +21,7 @@ configuration and the final results.
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import json
 import os
@@ -41,6 +42,7 @@ from tff_flare import flare
 from tff_flare import masking
 from tff_flare import presets
 from tff_flare import regularizers
+from tff_flare import remote
 from tff_flare import schedules
 from tff_flare import sparsification
 from tff_flare import tasks
@@ -93,6 +95,9 @@ class ExperimentConfig:
   keep_probability: float = 0.5
   mask_weighting: str = 'uniform'
   num_mask_draws: int = 0
+  execution: str = 'local'
+  workers: Sequence[str] = ()
+  worker_timeout_s: float = 60.0
 
 
 def config_from_preset(name: str, output_dir: str, **overrides) -> ExperimentConfig:
@@ -119,6 +124,16 @@ def validate(config: ExperimentConfig) -> None:
     regularizers.validate_percentile(config.mask_percentile)
     masking.validate_keep_probability(config.keep_probability)
     masking.Weighting(config.mask_weighting)
+    if config.execution not in remote.EXECUTIONS:
+      raise ExperimentError(f'Unknown execution {config.execution!r}; known: '
+                            f'{", ".join(remote.EXECUTIONS)}.')
+    if config.execution == 'remote':
+      remote.parse_workers(config.workers)
+    elif config.workers:
+      raise ExperimentError('workers are given but execution is local; add '
+                            '--execution=remote.')
+    if config.worker_timeout_s <= 0:
+      raise ExperimentError(f'worker_timeout_s must be > 0, got {config.worker_timeout_s}.')
     if config.num_mask_draws < 0:
       raise ExperimentError(f'num_mask_draws must be >= 0, got {config.num_mask_draws}.')
     for name in ('rounds', 'local_epochs', 'eval_every', 'checkpoint_every'):
@@ -249,20 +264,27 @@ def _release(managers, value, key: int) -> None:
   asyncio.run(release_all())
 
 
-def _round_row(runs, client_ids, datasets, evaluate, evaluate_now, dense_bytes_per_client):
+def _round_row(runs, client_ids, datasets, evaluate, evaluate_now, dense_bytes_per_client,
+               execution_stats=None):
   """One round of every run: `{name: {eval?, round_seconds, bytes_uploaded, train}}`.
 
   `bytes_uploaded` is the sparse (value + index) encoding of what our processes' clients
-  sent, and the dense float32 size of the model per client for TFF's processes.
+  sent, and the dense float32 size of the model per client for TFF's processes. With remote
+  execution, `bytes_driver_workers` is what the round's computations moved between this
+  driver and its workers (serialized, both ways; evaluation not included).
   """
   row = collections.OrderedDict()
   for run in runs:
     entry = collections.OrderedDict()
     if evaluate_now:
       entry['eval'] = evaluate(run.model_weights())
+    if execution_stats is not None:
+      execution_stats.reset()
     start = time.perf_counter()
     metrics = run.run_round(client_ids, datasets)
     entry['round_seconds'] = time.perf_counter() - start
+    if execution_stats is not None:
+      entry['bytes_driver_workers'] = execution_stats.total_bytes()
     communication = metrics.get('communication')
     if communication is not None:
       entry['bytes_uploaded'] = int(communication['bytes_sent_total'])
@@ -274,8 +296,33 @@ def _round_row(runs, client_ids, datasets, evaluate, evaluate_now, dense_bytes_p
 
 
 def run_experiment(config: ExperimentConfig, log=print) -> dict:
-  """Runs (or resumes) the experiment; returns the summary also written to summary.json."""
+  """Runs (or resumes) the experiment; returns the summary also written to summary.json.
+
+  With `execution='remote'` every computation runs on the configured TFF workers; the
+  client states, checkpoints and outputs stay with this driver, and the results are those
+  of a local run up to float rounding (the workers' partial sums are added in another order).
+
+  Raises:
+    ExperimentError: a bad configuration or checkpoint.
+    remote.WorkerUnavailableError: a worker down at start or gone during a round; the run
+      resumes from its last checkpoint when started again.
+  """
   validate(config)
+  if config.execution == 'remote':
+    execution = remote.remote_execution(config.workers,
+                                        connect_timeout_s=config.worker_timeout_s,
+                                        unavailable_timeout_s=config.worker_timeout_s)
+  else:
+    execution = contextlib.nullcontext()
+  with execution as remote_run:
+    if remote_run is not None:
+      log(f'Running on {len(remote_run.addresses)} TFF workers: '
+          f'{", ".join(remote_run.addresses)}.')
+    return _run(config, log, remote_run.stats if remote_run is not None else None)
+
+
+def _run(config: ExperimentConfig, log, execution_stats) -> dict:
+  """`run_experiment` in the installed execution context."""
   task = tasks.build_task(
       config.task, source=config.source, data_path=config.data_path,
       data_dir=config.data_dir, total_clients=config.total_clients,
@@ -305,7 +352,7 @@ def run_experiment(config: ExperimentConfig, log=print) -> dict:
     ids = sampler(round_num)
     datasets = [task.train_data.create_tf_dataset_for_client(cid) for cid in ids]
     row = _round_row(runs, ids, datasets, evaluate, round_num % config.eval_every == 0,
-                     dense_bytes_per_client)
+                     dense_bytes_per_client, execution_stats)
     _release(managers, row, round_num)
     done = round_num + 1
     if done % config.checkpoint_every == 0 or done == config.rounds:
@@ -321,6 +368,7 @@ def run_experiment(config: ExperimentConfig, log=print) -> dict:
   summary = dict(config=dataclasses.asdict(config), task_hparams={
       k: v for k, v in task.hparams.items() if not callable(v)}, clients=list(client_ids),
                  final_eval=final, rounds=config.rounds,
+                 gpus=[d.name for d in tf.config.list_physical_devices('GPU')],
                  seconds_this_session=time.perf_counter() - started)
   (output / 'summary.json').write_text(json.dumps(summary, indent=2, default=str))
   return summary

@@ -70,7 +70,7 @@ def _children_of(pid: int) -> list[int]:
   return children
 
 
-def _command_line(pid: int) -> str:
+def command_line(pid: int) -> str:
   try:
     with open(f'/proc/{pid}/cmdline', 'rb') as f:
       return f.read().replace(b'\0', b' ').decode(errors='replace')
@@ -83,7 +83,7 @@ def local_worker_pids() -> list[int]:
   if not os.path.isdir('/proc'):
     return []
   return [pid for pid in _children_of(os.getpid())
-          if WORKER_BINARY_NAME in _command_line(pid)]
+          if WORKER_BINARY_NAME in command_line(pid)]
 
 
 def stop_local_workers(timeout_s: float = 5.0) -> list[int]:
