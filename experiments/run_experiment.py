@@ -84,6 +84,10 @@ _FIELDS = {
                                         'mask_*: aggregation weights p_k.'),
     'num_mask_draws': flags.DEFINE_integer('num_mask_draws', 0, 'mask_*: fresh mask draws '
                                            'per mode and round for the empirical variances.'),
+    'client_state_storage': flags.DEFINE_enum(
+        'client_state_storage', 'memory', list(experiment.CLIENT_STATE_STORAGES),
+        'Where the driver keeps the clients\' states (accumulators): memory, or disk (.npy '
+        'files under <output_dir>/client_states, read memory-mapped) when they do not fit.'),
     'execution': flags.DEFINE_enum('execution', 'local', list(remote.EXECUTIONS),
                                    'local: TFF\'s local runtime in this process; remote: the '
                                    'TFF workers of --workers (python -m tff_flare.worker).'),

@@ -5,6 +5,8 @@ import os
 import pathlib
 import subprocess
 import sys
+import threading
+import time
 
 import portpicker
 import tensorflow as tf
@@ -107,13 +109,15 @@ class FaultsTest(tf.test.TestCase):
       with remote.remote_execution([address], connect_timeout_s=1.0):
         pass
 
-  def test_worker_killed_mid_run_then_resumed_equals_local_run(self):
+  def test_worker_killed_mid_run_then_resumed_equals_local_run_with_disk_states(self):
     base = self.get_temp_dir()
     local = experiment.run_experiment(_config(os.path.join(base, 'local')),
                                       log=lambda _: None)
     output_dir = os.path.join(base, 'remote')
     with worker.LoopbackWorkers(2) as workers:
-      config = _config(output_dir, execution='remote', workers=workers.addresses)
+      # The client states on disk here, in memory in the local run: same results.
+      config = _config(output_dir, execution='remote', workers=workers.addresses,
+                       client_state_storage='disk')
 
       def kill_after_round_1(line):
         if line.startswith('round 1 '):
@@ -131,6 +135,35 @@ class FaultsTest(tf.test.TestCase):
     for name, result in local['final_eval'].items():
       self.assertAllClose(resumed['final_eval'][name], result, rtol=1e-5, msg=name)
     self.assertEmpty(_worker_pids(workers.addresses))
+    flare_dir = pathlib.Path(output_dir) / 'client_states' / 'flare'
+    self.assertLen(list(flare_dir.iterdir()), 6)  # One directory per client.
+
+  def test_worker_back_within_the_timeout_gets_its_subround_again(self):
+    base = self.get_temp_dir()
+    overrides = dict(algorithms=('ec',), rounds=2)
+    local = experiment.run_experiment(_config(os.path.join(base, 'local'), **overrides),
+                                      log=lambda _: None)
+    with worker.LoopbackWorkers(2) as workers:
+      restarted, finished = threading.Event(), threading.Event()
+
+      def restart_later():  # A worker dies with the thread that started it: this one waits.
+        time.sleep(2.0)
+        workers.start(1)
+        restarted.set()
+        finished.wait()
+
+      def kill_after_round_0(line):
+        if line.startswith('round 0 '):
+          workers.kill(1)
+          threading.Thread(target=restart_later, daemon=True).start()
+
+      config = _config(os.path.join(base, 'remote'), execution='remote',
+                       workers=workers.addresses, **dict(overrides, worker_timeout_s=120.0))
+      result = experiment.run_experiment(config, log=kill_after_round_0)
+      self.assertTrue(restarted.is_set())
+      workers.stop()
+      finished.set()
+    self.assertAllClose(result['final_eval']['ec'], local['final_eval']['ec'], rtol=1e-5)
 
   def test_binary_names_a_worker_that_is_down(self):
     port = portpicker.pick_unused_port()

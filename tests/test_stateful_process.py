@@ -8,7 +8,9 @@ import tensorflow_federated as tff
 
 from tests import tiny_models
 from tff_flare import ec
+from tff_flare import ef21
 from tff_flare import flare
+from tff_flare import stateful_process
 
 
 class StatefulProcessTest(tf.test.TestCase):
@@ -74,6 +76,33 @@ class StatefulProcessTest(tf.test.TestCase):
     self.assertAllClose(communication['density'], 5.0 / 15.0)
     self.assertEqual(self.process.num_trainable_parameters, 15)
     self.assertIn('loss', output.metrics['train'])
+
+  def test_next_in_phases_equals_next(self):
+    model_fn = tiny_models.softmax_model_fn()
+    optimizer = tff.learning.optimizers.build_sgdm(0.5, momentum=0.9)
+    processes = {
+        'flare': flare.build_flare(model_fn, keep_percent=20.0, client_optimizer=optimizer,
+                                   tau=0.1, tau_decay=1.1, reg_steps=1),
+        'ec': ec.build_ec(model_fn, keep_percent=20.0, client_optimizer=optimizer),
+        'ef21': ef21.build_ef21(model_fn, keep_percent=20.0, client_optimizer=optimizer,
+                                total_clients=3)}
+    datasets = [tiny_models.classification_dataset(seed) for seed in range(3)]
+    for name, process in processes.items():
+      state = process.initialize()
+      states = [process.initial_client_state()] * 3
+      phased_state, phased_states = state, states
+      for _ in range(2):
+        whole = process.next(state, datasets, states)
+        phased = stateful_process.next_in_phases(process, phased_state, datasets,
+                                                 phased_states)
+        self.assertAllEqual(whole.metrics, phased.metrics, msg=name)
+        state, states = whole.state, whole.client_states
+        phased_state, phased_states = phased.state, phased.client_states
+        for a, b in zip(tf.nest.flatten((state, states)),
+                        tf.nest.flatten((phased_state, phased_states))):
+          self.assertAllEqual(a, b, msg=name)
+      # The clients differ, so a permutation of their states would show.
+      self.assertNotAllClose(tf.nest.flatten(states[0]), tf.nest.flatten(states[1]))
 
   def test_rejects_weighted_aggregator(self):
     with self.assertRaisesRegex(TypeError, 'UnweightedAggregationFactory'):

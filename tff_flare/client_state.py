@@ -4,8 +4,15 @@ As in TFF's stateful-clients example, a process's `next` receives the states of 
 clients as a CLIENTS-placed list and returns their new states; the simulation driver keeps
 them here between rounds. A client that is not sampled keeps its state untouched; a client
 never seen before starts from the process's `initial_client_state()` (zeros).
+
+Two stores with one interface: `ClientStateStore` keeps every state in RAM;
+`DiskClientStateStore` keeps them as `.npy` files and reads them memory-mapped, so the
+driver's memory holds only the round's clients (the FC's 100 accumulators are 14.5 GB).
 """
 
+import os
+import pathlib
+import shutil
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
@@ -82,10 +89,130 @@ class ClientStateStore:
       self._states[cid] = state
 
   def as_dict(self) -> dict[Hashable, Any]:
-    """All stored states (for checkpointing)."""
-    return dict(self._states)
+    """All stored states."""
+    return {cid: self.get(cid) for cid in self.client_ids()}
 
   def load_dict(self, states: dict[Hashable, Any]) -> None:
     """Replaces the stored states, validating each."""
     validated = {cid: self.validate(s, cid) for cid, s in states.items()}
     self._states = validated
+
+  def checkpoint_arrays(self, client_ids: Sequence[Hashable]) -> list[np.ndarray]:
+    """What a checkpoint saves: every leaf of every client's state, in `client_ids` order."""
+    return [np.asarray(t) for cid in client_ids for t in tf.nest.flatten(self.get(cid))]
+
+  def restore_checkpoint_arrays(self, client_ids: Sequence[Hashable],
+                                arrays: Sequence[np.ndarray]) -> None:
+    """Inverse of `checkpoint_arrays`."""
+    size = len(self._signature)
+    if len(arrays) != size * len(client_ids):
+      raise ClientStateMismatchError(
+          f'The checkpoint holds {len(arrays)} client-state arrays, expected {size} for each '
+          f'of {len(client_ids)} clients.')
+    self.load_dict({cid: tf.nest.pack_sequence_as(self._initial_state,
+                                                  list(arrays[i * size:(i + 1) * size]))
+                    for i, cid in enumerate(client_ids)})
+
+  def commit(self) -> None:
+    """Called once a checkpoint holds the current states (nothing to do in memory)."""
+
+
+class DiskClientStateStore(ClientStateStore):
+  """Per-client states as `.npy` files under `directory`, read back memory-mapped.
+
+  Every `update` writes a new generation of files (`<client>/g<generation>_<leaf>.npy`,
+  written to a temporary name and renamed) and never overwrites the files a checkpoint may
+  refer to; a checkpoint saves only which generation each client is at
+  (`checkpoint_arrays`), and `commit()` (after the checkpoint is written) deletes the
+  generations no checkpoint needs any more. After a crash, `restore_checkpoint_arrays`
+  returns every client to the generation of the last checkpoint.
+
+  Args:
+    initial_state_fn: as for `ClientStateStore`.
+    directory: where the files go (created; one directory per store).
+  """
+
+  def __init__(self, initial_state_fn: Callable[[], Any], directory: str | os.PathLike):
+    super().__init__(initial_state_fn)
+    self._directory = pathlib.Path(directory)
+    self._directory.mkdir(parents=True, exist_ok=True)
+    self._generation = 0
+    self._index: dict[Hashable, int] = {}
+
+  def __len__(self) -> int:
+    return len(self._index)
+
+  def __contains__(self, client_id: Hashable) -> bool:
+    return client_id in self._index
+
+  def client_ids(self) -> list[Hashable]:
+    return list(self._index)
+
+  def _client_dir(self, client_id: Hashable) -> pathlib.Path:
+    return self._directory / str(client_id).encode().hex()
+
+  def _path(self, client_id: Hashable, generation: int, leaf: int) -> pathlib.Path:
+    return self._client_dir(client_id) / f'g{generation:09d}_{leaf}.npy'
+
+  def get(self, client_id: Hashable):
+    generation = self._index.get(client_id)
+    if generation is None:
+      return self._initial_state
+    leaves = []
+    for leaf, (shape, _) in enumerate(self._signature):
+      path = self._path(client_id, generation, leaf)
+      try:
+        leaves.append(np.load(path, mmap_mode='r' if np.prod(shape) else None))
+      except (OSError, ValueError) as e:
+        raise ClientStateMismatchError(
+            f'State file {path} of client {client_id!r} cannot be read: {e}') from e
+    return tf.nest.pack_sequence_as(self._initial_state, leaves)
+
+  def update(self, client_ids: Sequence[Hashable], states: Sequence[Any]) -> None:
+    if len(client_ids) != len(states):
+      raise ClientStateMismatchError(
+          f'{len(client_ids)} client ids but {len(states)} states.')
+    validated = [self.validate(s, cid) for cid, s in zip(client_ids, states)]
+    self._generation += 1
+    for cid, state in zip(client_ids, validated):
+      self._client_dir(cid).mkdir(exist_ok=True)
+      for leaf, array in enumerate(tf.nest.flatten(state)):
+        path = self._path(cid, self._generation, leaf)
+        temporary = path.with_suffix('.tmp.npy')
+        np.save(temporary, array)
+        os.replace(temporary, path)
+      self._index[cid] = self._generation
+
+  def load_dict(self, states: dict[Hashable, Any]) -> None:
+    self._index = {}
+    if states:
+      ids = list(states)
+      self.update(ids, [states[cid] for cid in ids])
+
+  def checkpoint_arrays(self, client_ids: Sequence[Hashable]) -> list[np.ndarray]:
+    """`[generation of each client (-1: initial state), the store's generation]`."""
+    return [np.array([self._index.get(cid, -1) for cid in client_ids], np.int64),
+            np.array([self._generation], np.int64)]
+
+  def restore_checkpoint_arrays(self, client_ids: Sequence[Hashable],
+                                arrays: Sequence[np.ndarray]) -> None:
+    if len(arrays) != 2 or np.shape(arrays[0]) != (len(client_ids),):
+      raise ClientStateMismatchError(
+          'The checkpoint does not hold a disk store\'s index (was it written with the '
+          'client states in memory?).')
+    self._index = {cid: int(g) for cid, g in zip(client_ids, arrays[0]) if g >= 0}
+    self._generation = int(arrays[1][0])
+    for cid in self._index:
+      tf.nest.map_structure(lambda _: None, self.get(cid))  # Fails now if a file is missing.
+
+  def commit(self) -> None:
+    """Deletes every file but each client's current generation (and temporary files)."""
+    keep = {self._client_dir(cid): f'g{g:09d}_' for cid, g in self._index.items()}
+    for client_dir in self._directory.iterdir():
+      prefix = keep.get(client_dir)
+      if prefix is None:
+        shutil.rmtree(client_dir, ignore_errors=True)
+        continue
+      for path in client_dir.iterdir():
+        if not path.name.startswith(prefix) or path.name.endswith('.tmp.npy'):
+          path.unlink(missing_ok=True)

@@ -56,6 +56,8 @@ MASKING_ALGORITHMS = {'mask_none': masking.MaskMode.NONE,
 ALGORITHMS = ('flare', 'ec', 'ec_fedprox', 'ef21', 'fedavg', 'tff_fedavg',
               'tff_fedprox') + tuple(MASKING_ALGORITHMS)
 
+CLIENT_STATE_STORAGES = ('memory', 'disk')
+
 
 class ExperimentError(ValueError):
   """A configuration that cannot run, or a checkpoint that cannot be restored."""
@@ -95,6 +97,7 @@ class ExperimentConfig:
   keep_probability: float = 0.5
   mask_weighting: str = 'uniform'
   num_mask_draws: int = 0
+  client_state_storage: str = 'memory'  # 'disk': files under <output_dir>/client_states.
   execution: str = 'local'
   workers: Sequence[str] = ()
   worker_timeout_s: float = 60.0
@@ -124,6 +127,9 @@ def validate(config: ExperimentConfig) -> None:
     regularizers.validate_percentile(config.mask_percentile)
     masking.validate_keep_probability(config.keep_probability)
     masking.Weighting(config.mask_weighting)
+    if config.client_state_storage not in CLIENT_STATE_STORAGES:
+      raise ExperimentError(f'Unknown client_state_storage {config.client_state_storage!r}; '
+                            f'known: {", ".join(CLIENT_STATE_STORAGES)}.')
     if config.execution not in remote.EXECUTIONS:
       raise ExperimentError(f'Unknown execution {config.execution!r}; known: '
                             f'{", ".join(remote.EXECUTIONS)}.')
@@ -225,14 +231,16 @@ class _Checkpoints:
     for run in self._runs:
       clients = [np.zeros([0], np.float32)]
       if run.store is not None:
-        clients = [np.asarray(t) for cid in self._client_ids
-                   for t in tf.nest.flatten(run.store.get(cid))]
+        clients = run.store.checkpoint_arrays(self._client_ids)
       state[run.name] = collections.OrderedDict(
           server=[np.asarray(t) for t in tf.nest.flatten(run.state)], clients=clients)
     return state
 
   def save(self, round_num: int) -> None:
     asyncio.run(self._manager.save(self._flatten(round_num), round_num))
+    for run in self._runs:
+      if run.store is not None:
+        run.store.commit()
 
   def restore(self) -> int:
     """Restores the latest checkpoint into the runs; returns its round (0 if none)."""
@@ -246,12 +254,7 @@ class _Checkpoints:
         entry = saved[run.name]
         run.state = tf.nest.pack_sequence_as(run.state, list(entry['server']))
         if run.store is not None:
-          flat = list(entry['clients'])
-          size = len(tf.nest.flatten(run.store.initial_state))
-          run.store.load_dict({
-              cid: tf.nest.pack_sequence_as(run.store.initial_state,
-                                            flat[i * size:(i + 1) * size])
-              for i, cid in enumerate(self._client_ids)})
+          run.store.restore_checkpoint_arrays(self._client_ids, list(entry['clients']))
       return int(saved['round'])
     except Exception as e:  # pylint: disable=broad-except
       raise ExperimentError(f'Checkpoint {latest} under {self._directory} cannot be restored '
@@ -334,7 +337,10 @@ def _run(config: ExperimentConfig, log, execution_stats) -> dict:
   for name in config.algorithms:
     process = build_process(name, task, config)
     initial = runs[0].model_weights() if runs else None
-    runs.append(training_loop.AlgorithmRun(name, process, initial_weights=initial))
+    state_dir = (str(pathlib.Path(config.output_dir) / 'client_states' / name)
+                 if config.client_state_storage == 'disk' else None)
+    runs.append(training_loop.AlgorithmRun(name, process, initial_weights=initial,
+                                           client_state_dir=state_dir))
   evaluate = evaluation.build_evaluate_fn(task.model_fn, task.test_data)
   # All runs share one model architecture: its dense float32 size, for TFF's processes.
   dense_bytes_per_client = 4 * sum(int(np.size(t)) for t in runs[0].model_weights().trainable)

@@ -32,9 +32,12 @@ class AlgorithmRun:
     process: one of our processes or a `tff.learning` process.
     initial_weights: optional `ModelWeights` to start from instead of the process's own
       initialization, so that several algorithms share one initial model.
+    client_state_dir: keep the client states in files under this directory
+      (`client_state.DiskClientStateStore`) instead of in memory.
   """
 
-  def __init__(self, name: str, process, initial_weights=None):
+  def __init__(self, name: str, process, initial_weights=None,
+               client_state_dir: Optional[str] = None):
     self.name = name
     self.process = process
     self.state = process.initialize()
@@ -42,8 +45,13 @@ class AlgorithmRun:
       self.state = process.set_model_weights(self.state, initial_weights)
     has_client_state = isinstance(process, stateful_process.StatefulClientsProcess) and (
         process.has_client_state)
-    self.store = (client_state.ClientStateStore(process.initial_client_state)
-                  if has_client_state else None)
+    if not has_client_state:
+      self.store = None
+    elif client_state_dir is None:
+      self.store = client_state.ClientStateStore(process.initial_client_state)
+    else:
+      self.store = client_state.DiskClientStateStore(process.initial_client_state,
+                                                     client_state_dir)
 
   def run_round(self, client_ids: Sequence[str], datasets: Sequence[tf.data.Dataset]):
     """Runs one round on the given clients; returns the round's metrics."""

@@ -10,7 +10,9 @@ service directly). The worker holds no data or state between computations: the d
 every computation, its data and the client states.
 
 `LoopbackWorkers` starts such workers on this machine (tests, benchmarks): each with a
-parent-death signal, so none outlives the process that started it.
+parent-death signal, so none outlives the process that started it (Linux sends the signal
+when the *thread* that started the worker ends: start workers from a thread that lives as
+long as they should, e.g. the main thread).
 """
 
 import os
