@@ -8,7 +8,9 @@ STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install demo test benchmark clean bazel-test
+.PHONY: install demo test benchmark worker clean bazel-test
+
+PORT ?= 8000
 
 install: $(STAMP)
 
@@ -30,6 +32,10 @@ test: install
 
 benchmark: install
 	$(BIN)/python -m benchmarks.round_time
+
+# A TFF worker for --execution=remote --workers=<this host>:$(PORT) (Ctrl-C stops it).
+worker: install
+	$(BIN)/python -m tff_flare.worker --port=$(PORT)
 
 clean:
 	rm -rf $(VENV)

@@ -22,6 +22,7 @@ import sys
 from absl import app
 from absl import flags
 
+from tff_flare import execution_flags
 from tff_flare import experiment
 from tff_flare import masking
 from tff_flare import presets
@@ -88,14 +89,9 @@ _FIELDS = {
         'client_state_storage', 'memory', list(experiment.CLIENT_STATE_STORAGES),
         'Where the driver keeps the clients\' states (accumulators): memory, or disk (.npy '
         'files under <output_dir>/client_states, read memory-mapped) when they do not fit.'),
-    'execution': flags.DEFINE_enum('execution', 'local', list(remote.EXECUTIONS),
-                                   'local: TFF\'s local runtime in this process; remote: the '
-                                   'TFF workers of --workers (python -m tff_flare.worker).'),
-    'workers': flags.DEFINE_list('workers', [], 'With --execution=remote: host:port of each '
-                                 'worker; a round\'s clients are split over them.'),
-    'worker_timeout_s': flags.DEFINE_float('worker_timeout_s', 60.0, 'Seconds a worker may '
-                                           'stay unreachable (TFF retries) before the run '
-                                           'stops with an error naming it.'),
+    'execution': execution_flags.EXECUTION,
+    'workers': execution_flags.WORKERS,
+    'worker_timeout_s': execution_flags.WORKER_TIMEOUT_S,
 }
 
 

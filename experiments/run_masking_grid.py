@@ -20,6 +20,7 @@ spread over rounds, mean S/S_max, mean empirical S, final test accuracy) and
 """
 
 import csv
+import dataclasses
 import json
 import pathlib
 import statistics
@@ -28,8 +29,10 @@ import sys
 from absl import app
 from absl import flags
 
+from tff_flare import execution_flags
 from tff_flare import experiment
 from tff_flare import presets
+from tff_flare import remote
 from tff_flare import runtime
 
 _OUTPUT_DIR = flags.DEFINE_string('output_dir', None, 'Grid directory.')
@@ -167,8 +170,9 @@ def main(argv):
   output_dir = pathlib.Path(_OUTPUT_DIR.value)
   if not _SUMMARIZE_ONLY.value:
     try:
-      configs = [cell_config(local, partition, output_dir) for local in _LOCAL.value
-                 for partition in _PARTITIONS.value]
+      configs = [dataclasses.replace(cell_config(local, partition, output_dir),
+                                     **execution_flags.config_fields())
+                 for local in _LOCAL.value for partition in _PARTITIONS.value]
       for config in configs:
         experiment.validate(config)
     except ValueError as e:
@@ -180,7 +184,11 @@ def main(argv):
         print(f'{config.output_dir}: done, skipped', flush=True)
         continue
       print(f'== {config.output_dir}', flush=True)
-      experiment.run_experiment(config, log=lambda line: print(line, flush=True))
+      try:
+        experiment.run_experiment(config, log=lambda line: print(line, flush=True))
+      except remote.WorkerUnavailableError as e:
+        print(f'error: {e}', file=sys.stderr)
+        return 3
   try:
     table = write_table(output_dir)
   except ValueError as e:

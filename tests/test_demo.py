@@ -6,6 +6,8 @@ import sys
 
 import tensorflow as tf
 
+from tff_flare import worker
+
 
 def _run_demo(*flags, timeout_s=600):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
@@ -15,9 +17,15 @@ def _run_demo(*flags, timeout_s=600):
 
 class DemoTest(tf.test.TestCase):
 
-  def test_two_rounds_print_the_table(self):
+  def test_two_rounds_print_the_table_locally_and_on_two_workers(self):
     result = _run_demo('--rounds=2', '--eval_every=1')
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    with worker.LoopbackWorkers(2) as workers:
+      remote_result = _run_demo('--rounds=2', '--eval_every=1', '--execution=remote',
+                                f'--workers={",".join(workers.addresses)}')
+    self.assertEqual(remote_result.returncode, 0, remote_result.stderr[-3000:])
+    table = lambda out: out[out.index('algorithm'):]
+    self.assertEqual(table(remote_result.stdout), table(result.stdout))
     lines = result.stdout.splitlines()
     self.assertIn('2 rounds, 10 clients, R=0.001%', result.stdout)
     for name in ('FLARE', 'EC', 'FedAvg'):
@@ -34,6 +42,11 @@ class DemoTest(tf.test.TestCase):
     self.assertNotEqual(result.returncode, 0)
     self.assertIn('--keep_percent must be in (0, 100]', result.stderr)
     self.assertNotIn('round', result.stdout)
+
+  def test_workers_without_remote_execution_fail_before_training(self):
+    result = _run_demo('--workers=localhost:8000')
+    self.assertEqual(result.returncode, 2)
+    self.assertIn('add --execution=remote', result.stderr)
 
 
 if __name__ == '__main__':

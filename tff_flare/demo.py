@@ -5,9 +5,11 @@ headline keep-percentage R = 0.001 %, and prints one line per algorithm: final t
 and loss, the entries sent per client per round, and the density achieved.
 
   python -m tff_flare.demo --rounds=40
+  python -m tff_flare.demo --execution=remote --workers=localhost:8000  # On TFF workers.
 """
 
 import collections
+import sys
 import time
 
 from absl import app
@@ -18,8 +20,10 @@ import tensorflow_federated as tff
 
 from tff_flare import ec
 from tff_flare import evaluation
+from tff_flare import execution_flags
 from tff_flare import fedavg
 from tff_flare import flare
+from tff_flare import remote
 from tff_flare import runtime
 from tff_flare import tasks
 from tff_flare import training_loop
@@ -69,10 +73,8 @@ def summarize(history: list[dict], names: list[str]) -> str:
   return '\n'.join(lines)
 
 
-def main(argv):
-  del argv
-  logging.set_verbosity(logging.WARNING)
-  task = tasks.build_task('digits_demo', num_clients=_NUM_CLIENTS.value, seed=_SEED.value)
+def train(task: tasks.Task) -> tuple[list[dict], list[str], float]:
+  """Trains the three algorithms side by side: (history, names, seconds)."""
   evaluate = evaluation.build_evaluate_fn(task.model_fn, task.test_data)
   runs = build_runs(task.model_fn, _KEEP_PERCENT.value, _TAU.value, _TAU_DECAY.value,
                     _LEARNING_RATE.value)
@@ -84,14 +86,33 @@ def main(argv):
     if accuracies:
       print(f'round {round_num:3d}  test accuracy: {accuracies}', flush=True)
 
-  runtime.set_interrupt_message('Interrupted; the demo keeps nothing, so nothing was lost.')
   history = training_loop.run_side_by_side(
       runs, task.train_data, num_rounds=_ROUNDS.value, clients_per_round=_NUM_CLIENTS.value,
       seed=_SEED.value, evaluate_fn=evaluate, evaluate_every=_EVAL_EVERY.value,
       on_round_end=progress)
+  return history, [r.name for r in runs], time.perf_counter() - start
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)
+  try:
+    context = execution_flags.execution_context()
+  except ValueError as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  task = tasks.build_task('digits_demo', num_clients=_NUM_CLIENTS.value, seed=_SEED.value)
+  runtime.set_interrupt_message('Interrupted; the demo keeps nothing, so nothing was lost.')
+  try:
+    with context:
+      history, names, seconds = train(task)
+  except remote.WorkerUnavailableError as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 3
   print(f'\n{_ROUNDS.value} rounds, {_NUM_CLIENTS.value} clients, R={_KEEP_PERCENT.value}% '
-        f'({time.perf_counter() - start:.0f} s)')
-  print(summarize(history, [r.name for r in runs]))
+        f'({seconds:.0f} s)')
+  print(summarize(history, names))
+  return 0
 
 
 if __name__ == '__main__':

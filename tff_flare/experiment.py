@@ -21,7 +21,6 @@ configuration and the final results.
 
 import asyncio
 import collections
-import contextlib
 import dataclasses
 import json
 import os
@@ -130,16 +129,8 @@ def validate(config: ExperimentConfig) -> None:
     if config.client_state_storage not in CLIENT_STATE_STORAGES:
       raise ExperimentError(f'Unknown client_state_storage {config.client_state_storage!r}; '
                             f'known: {", ".join(CLIENT_STATE_STORAGES)}.')
-    if config.execution not in remote.EXECUTIONS:
-      raise ExperimentError(f'Unknown execution {config.execution!r}; known: '
-                            f'{", ".join(remote.EXECUTIONS)}.')
-    if config.execution == 'remote':
-      remote.parse_workers(config.workers)
-    elif config.workers:
-      raise ExperimentError('workers are given but execution is local; add '
-                            '--execution=remote.')
-    if config.worker_timeout_s <= 0:
-      raise ExperimentError(f'worker_timeout_s must be > 0, got {config.worker_timeout_s}.')
+    remote.execution_context(config.execution, config.workers,
+                             timeout_s=config.worker_timeout_s)  # Validates only.
     if config.num_mask_draws < 0:
       raise ExperimentError(f'num_mask_draws must be >= 0, got {config.num_mask_draws}.')
     for name in ('rounds', 'local_epochs', 'eval_every', 'checkpoint_every'):
@@ -311,13 +302,8 @@ def run_experiment(config: ExperimentConfig, log=print) -> dict:
       resumes from its last checkpoint when started again.
   """
   validate(config)
-  if config.execution == 'remote':
-    execution = remote.remote_execution(config.workers,
-                                        connect_timeout_s=config.worker_timeout_s,
-                                        unavailable_timeout_s=config.worker_timeout_s)
-  else:
-    execution = contextlib.nullcontext()
-  with execution as remote_run:
+  with remote.execution_context(config.execution, config.workers,
+                                timeout_s=config.worker_timeout_s) as remote_run:
     if remote_run is not None:
       log(f'Running on {len(remote_run.addresses)} TFF workers: '
           f'{", ".join(remote_run.addresses)}.')

@@ -8,7 +8,8 @@ own parts and installs it as the current context:
   * over the workers, `tff.backends.native.create_mergeable_comp_execution_context`: it cuts
     each computation at its aggregation, gives each worker a contiguous share of the round's
     clients (a subround), merges the partial aggregates, and concatenates CLIENTS-placed
-    results in client order.
+    results (in the order the subrounds finish, in TFF 0.87; `stateful_process.next_in_phases`
+    puts them back in client order).
 
 Processes with client state run their round as two computations (`stateful_process.RoundPhases`),
 so each client trains once; the client states come back to the driver, which keeps them in
@@ -22,7 +23,10 @@ subround again (TFF's retry), with the same result. A worker that is down at sta
 before any work (`connect_timeout_s`).
 
 Traffic. Every gRPC request and response is counted per worker (`ExecutionStats`), in
-serialized protocol-buffer bytes.
+serialized protocol-buffer bytes. TFF's mergeable context sends a subround's arguments to
+both halves of the cut (before and after the merge; for a result placed only at the server,
+the first subround's again), so a round moves more than TFF's local runtime moves between
+the driver and its own worker (`benchmarks/remote_round_time.py` measures both).
 """
 
 import contextlib
@@ -154,9 +158,9 @@ def _connect(address: str, connect_timeout_s: float) -> grpc.Channel:
   return channel
 
 
-def _worker_context(channel: grpc.Channel, address: str, stats: ExecutionStats,
-                    unavailable_timeout_s: float) -> tff.framework.AsyncExecutionContext:
-  """TFF's async context over one worker, built as `tff.backends.native` builds its local one."""
+def _worker_executor_factory(channel: grpc.Channel, address: str, stats: ExecutionStats,
+                             unavailable_timeout_s: float) -> tff.framework.ExecutorFactory:
+  """TFF's executor factory over one worker, as `tff.backends.native` builds its local one."""
   stub = tff.framework.RemoteExecutorGrpcStub(channel)
   outage = {}
   for name in _RPC_NAMES:
@@ -171,11 +175,12 @@ def _worker_context(channel: grpc.Channel, address: str, stats: ExecutionStats,
     executor.set_cardinalities(cardinalities)
     return executor
 
-  return tff.framework.AsyncExecutionContext(
-      executor_fn=tff.framework.ResourceManagingExecutorFactory(executor_stack),
-      compiler_fn=compiler.desugar_and_transform_to_native,
-      transform_args=tensorflow_computation.transform_args,
-      transform_result=tensorflow_computation.transform_result)
+  return tff.framework.ResourceManagingExecutorFactory(executor_stack)
+
+
+_CONTEXT_ARGS = dict(compiler_fn=compiler.desugar_and_transform_to_native,
+                     transform_args=tensorflow_computation.transform_args,
+                     transform_result=tensorflow_computation.transform_result)
 
 
 @dataclasses.dataclass
@@ -183,7 +188,7 @@ class RemoteExecution:
   """The installed distributed context and its workers' traffic."""
 
   addresses: list[str]
-  context: tff.framework.MergeableCompExecutionContext
+  context: tff.framework.MergeableCompExecutionContext | tff.framework.SyncExecutionContext
   stats: ExecutionStats
 
 
@@ -202,8 +207,9 @@ def remote_execution(workers: Sequence[str] | str, *, connect_timeout_s: float =
   try:
     for address in addresses:
       channels.append(_connect(address, connect_timeout_s))
-    contexts = [_worker_context(channel, address, stats, unavailable_timeout_s)
-                for channel, address in zip(channels, addresses)]
+    contexts = [tff.framework.AsyncExecutionContext(
+        executor_fn=_worker_executor_factory(channel, address, stats, unavailable_timeout_s),
+        **_CONTEXT_ARGS) for channel, address in zip(channels, addresses)]
     context = tff.backends.native.create_mergeable_comp_execution_context(contexts)
     with tff.framework.get_context_stack().install(context):
       yield RemoteExecution(addresses=addresses, context=context, stats=stats)
@@ -212,16 +218,51 @@ def remote_execution(workers: Sequence[str] | str, *, connect_timeout_s: float =
       channel.close()
 
 
-def execution_context(execution: str, workers: Sequence[str] | str = ()
-                      ) -> contextlib.AbstractContextManager:
-  """`remote_execution(workers)` for 'remote'; TFF's default (local) context for 'local'."""
+@contextlib.contextmanager
+def single_worker_execution(address: str, *, connect_timeout_s: float = 20.0
+                            ) -> Iterator[RemoteExecution]:
+  """TFF's local runtime, over the worker at `address`, with its traffic counted.
+
+  The same context `tff.backends.native.create_sync_local_cpp_execution_context` builds over
+  the worker it starts itself (a `SyncExecutionContext`, whole computations, no subrounds),
+  so a benchmark can count what a local run moves between the driver and its worker.
+  """
+  (address,) = parse_workers([address])
+  stats = ExecutionStats([address])
+  channel = _connect(address, connect_timeout_s)
+  try:
+    context = tff.framework.SyncExecutionContext(
+        executor_fn=_worker_executor_factory(channel, address, stats, float('inf')),
+        **_CONTEXT_ARGS)
+    with tff.framework.get_context_stack().install(context):
+      yield RemoteExecution(addresses=[address], context=context, stats=stats)
+  finally:
+    channel.close()
+
+
+def execution_context(execution: str, workers: Sequence[str] | str = (), *,
+                      timeout_s: float = 60.0) -> contextlib.AbstractContextManager:
+  """`remote_execution(workers)` for 'remote'; TFF's default (local) context for 'local'.
+
+  Args:
+    execution: one of `EXECUTIONS`.
+    workers: the workers of 'remote' (must be empty for 'local').
+    timeout_s: how long a worker may not answer, at start or during a round.
+
+  Raises:
+    ValueError: unknown `execution`, bad worker addresses, workers for a local run.
+  """
   if execution not in EXECUTIONS:
     raise ValueError(f'Unknown execution {execution!r}; known: {", ".join(EXECUTIONS)}.')
+  if timeout_s <= 0:
+    raise ValueError(f'The worker timeout must be > 0 seconds, got {timeout_s}.')
   if execution == 'local':
     if workers:
-      raise ValueError('--workers needs --execution=remote.')
+      raise ValueError('Workers are given but execution is local; add --execution=remote.')
     return contextlib.nullcontext()
-  return remote_execution(workers)
+  parse_workers(workers)
+  return remote_execution(workers, connect_timeout_s=timeout_s,
+                          unavailable_timeout_s=timeout_s)
 
 
 def is_remote() -> bool:

@@ -10,7 +10,8 @@ py_test per tests/test_*.py, with deps = the project modules the source imports 
 from tests import test_build_file
 
 LARGE_TESTS = frozenset({
-    'demo', 'ec', 'ef21', 'flare', 'masking', 'runtime', 'stateful_process', 'training_loop',
+    'demo', 'ec', 'ef21', 'flare', 'masking', 'remote', 'runtime', 'stateful_process',
+    'training_loop',
 })
 
 HEADER = '''# Bazel targets of tff_flare: a py_library per module, a py_test per test file.
