@@ -9,6 +9,9 @@ per batch (what the experiment binary sends). Settings, each in this one run:
   workers=N  TFF's mergeable context over N loopback workers (`remote.remote_execution`):
              the round's clients split in N subrounds; FLARE's round in two phases.
 
+`FLARE_1comp` (on workers) is FLARE's `next` run as one computation, which TFF's split makes
+train every client twice; FLARE is run as its two `RoundPhases`.
+
 Per setting and algorithm: seconds per round (mean of the timed rounds; the first round, with
 tracing, is not timed), the bytes that crossed between the driver and its workers per round
 (serialized requests + responses), and the largest weight difference to the local run after
@@ -43,6 +46,9 @@ _EXAMPLES = flags.DEFINE_integer('examples_per_client', 600, 'Images per client.
                                  lower_bound=1)
 _ROUNDS = flags.DEFINE_integer('rounds', 2, 'Timed rounds per setting.', lower_bound=1)
 _WORKERS = flags.DEFINE_list('workers', ['1', '2', '4'], 'Loopback worker counts to time.')
+_ONE_COMPUTATION = flags.DEFINE_bool(
+    'one_computation', True, 'On workers, also time FLARE_1comp: FLARE\'s `next` run as one '
+    'computation (clients train twice) instead of its two phases.')
 
 # feature shape, Keras builder, the authors' client learning rate (momentum 0.99).
 _MODELS = {'cnn': ((28, 28, 1), models.mnist_cnn, 0.215),
@@ -60,7 +66,21 @@ def _client_data(num_clients: int, num_examples: int) -> tff.simulation.datasets
       lambda d: d.batch(num_examples).map(tasks.scale_batch))
 
 
-def _runs(model_fn, initial_weights=None):
+class _OneComputationRun(training_loop.AlgorithmRun):
+  """FLARE's round as its one `next` computation even on workers (no `RoundPhases`).
+
+  TFF's split then computes every client's update twice (once for the aggregate, once for
+  the CLIENTS-placed new states): what the two phases avoid.
+  """
+
+  def run_round(self, client_ids, datasets):
+    output = self.process.next(self.state, list(datasets), self.store.get_many(client_ids))
+    self.store.update(client_ids, output.client_states)
+    self.state = output.state
+    return output.metrics
+
+
+def _runs(model_fn, initial_weights=None, one_computation=False):
   optimizer = tff.learning.optimizers.build_sgdm(_MODELS[_MODEL.value][2], momentum=0.99)
   processes = collections.OrderedDict(
       FLARE=flare.build_flare(model_fn, keep_percent=0.001, client_optimizer=optimizer,
@@ -71,6 +91,9 @@ def _runs(model_fn, initial_weights=None):
     runs.append(training_loop.AlgorithmRun(name, process, initial_weights=initial_weights))
     if initial_weights is None:  # Every run starts from the first one's initial model.
       initial_weights = runs[0].model_weights()
+  if one_computation:
+    runs.append(_OneComputationRun('FLARE_1comp', processes['FLARE'],
+                                   initial_weights=initial_weights))
   return runs
 
 
@@ -92,10 +115,13 @@ def _time_setting(runs, client_data, stats, num_rounds):
 
 
 def _max_difference(runs, reference_runs):
+  """{name: largest weight difference to the local run of the same algorithm}."""
+  reference = {run.name: run for run in reference_runs}
+  reference['FLARE_1comp'] = reference['FLARE']
   return {run.name: max(float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
                         for a, b in zip(run.model_weights().trainable,
-                                        ref.model_weights().trainable))
-          for run, ref in zip(runs, reference_runs)}
+                                        reference[run.name].model_weights().trainable))
+          for run in runs}
 
 
 def main(argv):
@@ -118,7 +144,7 @@ def main(argv):
   for count in worker_counts:
     with worker.LoopbackWorkers(count) as workers:
       with remote.remote_execution(workers.addresses) as execution:
-        runs = _runs(model_fn, initial)
+        runs = _runs(model_fn, initial, one_computation=_ONE_COMPUTATION.value)
         setting = f'workers={count}'
         results[setting] = _time_setting(runs, client_data, execution.stats, _ROUNDS.value)
         differences[setting] = _max_difference(runs, local_runs)
@@ -126,7 +152,7 @@ def main(argv):
         f'{"MB/round":>9} {"max |w - w_local|":>18}')
   for setting, by_name in results.items():
     for name, (seconds, traffic) in by_name.items():
-      ratio = seconds / results['local'][name][0]
+      ratio = seconds / results['local'][name.replace('_1comp', '')][0]
       print(f'{setting:<10} {name:<8} {seconds:8.2f} {ratio:7.2f}x {traffic / 1e6:9.1f} '
             f'{differences[setting][name]:18.2e}')
 
