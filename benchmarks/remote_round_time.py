@@ -148,12 +148,12 @@ def main(argv):
         setting = f'workers={count}'
         results[setting] = _time_setting(runs, client_data, execution.stats, _ROUNDS.value)
         differences[setting] = _max_difference(runs, local_runs)
-  print(f'\n{"setting":<10} {"algorithm":<8} {"s/round":>8} {"vs local":>8} '
+  print(f'\n{"setting":<10} {"algorithm":<11} {"s/round":>8} {"vs local":>8} '
         f'{"MB/round":>9} {"max |w - w_local|":>18}')
   for setting, by_name in results.items():
     for name, (seconds, traffic) in by_name.items():
       ratio = seconds / results['local'][name.replace('_1comp', '')][0]
-      print(f'{setting:<10} {name:<8} {seconds:8.2f} {ratio:7.2f}x {traffic / 1e6:9.1f} '
+      print(f'{setting:<10} {name:<11} {seconds:8.2f} {ratio:7.2f}x {traffic / 1e6:9.1f} '
             f'{differences[setting][name]:18.2e}')
 
 

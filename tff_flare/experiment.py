@@ -17,6 +17,10 @@ algorithm's server state and the state of every client) is saved with
 started again with the same configuration and output directory resumes from the latest
 checkpoint, and the CSV manager drops rows of rounds after it. `summary.json` holds the full
 configuration and the final results.
+
+`execution='remote'` runs every computation on TFF workers (`remote`), with the client
+states, checkpoints and outputs kept here; `client_state_storage='disk'` keeps the client
+states in memory-mapped files under `<output_dir>/client_states/` instead of in RAM.
 """
 
 import asyncio
