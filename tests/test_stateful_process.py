@@ -1,6 +1,7 @@
 """Tests of `tff_flare.stateful_process`: signatures, metrics, non-finite clients."""
 
 import collections
+import types
 
 import numpy as np
 import tensorflow as tf
@@ -103,6 +104,34 @@ class StatefulProcessTest(tf.test.TestCase):
           self.assertAllEqual(a, b, msg=name)
       # The clients differ, so a permutation of their states would show.
       self.assertNotAllClose(tf.nest.flatten(states[0]), tf.nest.flatten(states[1]))
+
+  def test_next_in_phases_restores_client_order(self):
+    # TFF's mergeable context can return the client outputs of a later subround first.
+    datasets = [tiny_models.classification_dataset(seed) for seed in range(3)]
+    state = self.process.initialize()
+    states = [self.process.initial_client_state()] * 3
+    whole = self.process.next(state, datasets, states)
+    real = self.process.phases
+
+    def client_phase_later_subround_first(*args):
+      outputs = real.client_phase(*args)
+      return outputs[2:] + outputs[:2]
+
+    shuffled = types.SimpleNamespace(phases=stateful_process.RoundPhases(
+        client_phase=client_phase_later_subround_first, server_phase=real.server_phase))
+    phased = stateful_process.next_in_phases(shuffled, state, datasets, states)
+    for a, b in zip(tf.nest.flatten((whole.state, whole.client_states)),
+                    tf.nest.flatten((phased.state, phased.client_states))):
+      self.assertAllEqual(a, b)
+
+    def client_phase_losing_a_client(*args):
+      return real.client_phase(*args)[1:]
+
+    lossy = types.SimpleNamespace(phases=stateful_process.RoundPhases(
+        client_phase=client_phase_losing_a_client, server_phase=real.server_phase))
+    with self.assertRaisesRegex(RuntimeError, r'outputs of clients \[1, 2\], expected each of '
+                                r'0..2 once'):
+      stateful_process.next_in_phases(lossy, state, datasets, states)
 
   def test_rejects_weighted_aggregator(self):
     with self.assertRaisesRegex(TypeError, 'UnweightedAggregationFactory'):

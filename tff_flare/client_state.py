@@ -85,7 +85,11 @@ class ClientStateStore:
       raise ClientStateMismatchError(
           f'{len(client_ids)} client ids but {len(states)} states.')
     validated = [self.validate(s, cid) for cid, s in zip(client_ids, states)]
-    for cid, state in zip(client_ids, validated):
+    self._store(client_ids, validated)
+
+  def _store(self, client_ids: Sequence[Hashable], states: Sequence[Any]) -> None:
+    """Keeps already validated states."""
+    for cid, state in zip(client_ids, states):
       self._states[cid] = state
 
   def as_dict(self) -> dict[Hashable, Any]:
@@ -93,9 +97,14 @@ class ClientStateStore:
     return {cid: self.get(cid) for cid in self.client_ids()}
 
   def load_dict(self, states: dict[Hashable, Any]) -> None:
-    """Replaces the stored states, validating each."""
-    validated = {cid: self.validate(s, cid) for cid, s in states.items()}
-    self._states = validated
+    """Replaces the stored states; validates every one first (nothing changes if one fails)."""
+    ids = list(states)
+    validated = [self.validate(states[cid], cid) for cid in ids]
+    self._clear()
+    self._store(ids, validated)
+
+  def _clear(self) -> None:
+    self._states = {}
 
   def checkpoint_arrays(self, client_ids: Sequence[Hashable]) -> list[np.ndarray]:
     """What a checkpoint saves: every leaf of every client's state, in `client_ids` order."""
@@ -168,13 +177,10 @@ class DiskClientStateStore(ClientStateStore):
             f'State file {path} of client {client_id!r} cannot be read: {e}') from e
     return tf.nest.pack_sequence_as(self._initial_state, leaves)
 
-  def update(self, client_ids: Sequence[Hashable], states: Sequence[Any]) -> None:
-    if len(client_ids) != len(states):
-      raise ClientStateMismatchError(
-          f'{len(client_ids)} client ids but {len(states)} states.')
-    validated = [self.validate(s, cid) for cid, s in zip(client_ids, states)]
+  def _store(self, client_ids: Sequence[Hashable], states: Sequence[Any]) -> None:
+    """Writes the states as the next generation of files."""
     self._generation += 1
-    for cid, state in zip(client_ids, validated):
+    for cid, state in zip(client_ids, states):
       self._client_dir(cid).mkdir(exist_ok=True)
       for leaf, array in enumerate(tf.nest.flatten(state)):
         path = self._path(cid, self._generation, leaf)
@@ -183,11 +189,8 @@ class DiskClientStateStore(ClientStateStore):
         os.replace(temporary, path)
       self._index[cid] = self._generation
 
-  def load_dict(self, states: dict[Hashable, Any]) -> None:
+  def _clear(self) -> None:
     self._index = {}
-    if states:
-      ids = list(states)
-      self.update(ids, [states[cid] for cid in ids])
 
   def checkpoint_arrays(self, client_ids: Sequence[Hashable]) -> list[np.ndarray]:
     """`[generation of each client (-1: initial state), the store's generation]`."""
@@ -203,7 +206,7 @@ class DiskClientStateStore(ClientStateStore):
     self._index = {cid: int(g) for cid, g in zip(client_ids, arrays[0]) if g >= 0}
     self._generation = int(arrays[1][0])
     for cid in self._index:
-      tf.nest.map_structure(lambda _: None, self.get(cid))  # Fails now if a file is missing.
+      self.get(cid)  # Opens every file: a missing one fails here, not rounds later.
 
   def commit(self) -> None:
     """Deletes every file but each client's current generation (and temporary files)."""

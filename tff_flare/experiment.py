@@ -133,8 +133,7 @@ def validate(config: ExperimentConfig) -> None:
     if config.client_state_storage not in CLIENT_STATE_STORAGES:
       raise ExperimentError(f'Unknown client_state_storage {config.client_state_storage!r}; '
                             f'known: {", ".join(CLIENT_STATE_STORAGES)}.')
-    remote.execution_context(config.execution, config.workers,
-                             timeout_s=config.worker_timeout_s)  # Validates only.
+    remote.validate_execution(config.execution, config.workers, config.worker_timeout_s)
     if config.num_mask_draws < 0:
       raise ExperimentError(f'num_mask_draws must be >= 0, got {config.num_mask_draws}.')
     for name in ('rounds', 'local_epochs', 'eval_every', 'checkpoint_every'):

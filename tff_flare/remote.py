@@ -22,8 +22,8 @@ naming it; a worker that is back within that time (restarted on the same port) g
 subround again (TFF's retry), with the same result. A worker that is down at start is found
 before any work (`connect_timeout_s`).
 
-Traffic. Every gRPC request and response is counted per worker (`ExecutionStats`), in
-serialized protocol-buffer bytes. TFF's mergeable context sends a subround's arguments to
+Traffic. Every gRPC request and response is counted per worker (`ExecutionStats`): the
+bytes gRPC serializes and parses for it. TFF's mergeable context sends a subround's arguments to
 both halves of the cut (before and after the merge; for a result placed only at the server,
 the first subround's again), so a round moves more than TFF's local runtime moves between
 the driver and its own worker (`benchmarks/remote_round_time.py` measures both).
@@ -39,16 +39,12 @@ import grpc
 import tensorflow_federated as tff
 from tensorflow_federated.python.core.backends.native import compiler
 from tensorflow_federated.python.core.environments.tensorflow_frontend import tensorflow_computation
+from tensorflow_federated.python.core.impl.executor_stacks import executor_factory
 from tensorflow_federated.python.core.impl.executors import executors_errors
 
 EXECUTIONS = ('local', 'remote')
-# The limits TFF's own local context sets on its channel (models of 145 MB must pass).
-_MAX_MESSAGE_BYTES = 2 * 1000 * 1000 * 1000
-_CHANNEL_OPTIONS = [('grpc.max_message_length', _MAX_MESSAGE_BYTES),
-                    ('grpc.max_receive_message_length', _MAX_MESSAGE_BYTES),
-                    ('grpc.max_send_message_length', _MAX_MESSAGE_BYTES)]
-_RPC_NAMES = ('GetExecutor', 'CreateValue', 'CreateStruct', 'CreateCall', 'CreateSelection',
-              'Compute', 'Dispose', 'DisposeExecutor')
+# The message-size limits TFF's own local context sets on its channel (2 GB).
+_CHANNEL_OPTIONS = executor_factory._GRPC_CHANNEL_OPTIONS  # pylint: disable=protected-access
 
 
 class WorkerUnavailableError(RuntimeError):
@@ -77,12 +73,11 @@ def parse_workers(workers: Sequence[str] | str) -> list[str]:
 
 @dataclasses.dataclass
 class WorkerTraffic:
-  """Serialized bytes and calls between the driver and one worker."""
+  """Serialized bytes between the driver and one worker."""
 
   address: str
   bytes_sent: int = 0
   bytes_received: int = 0
-  calls: int = 0
 
 
 class ExecutionStats:
@@ -97,12 +92,11 @@ class ExecutionStats:
     with self._lock:
       self._traffic = {a: WorkerTraffic(a) for a in self._addresses}
 
-  def record(self, address: str, sent: int, received: int) -> None:
+  def record(self, address: str, *, sent: int = 0, received: int = 0) -> None:
     with self._lock:
       traffic = self._traffic[address]
       traffic.bytes_sent += sent
       traffic.bytes_received += received
-      traffic.calls += 1
 
   def per_worker(self) -> list[WorkerTraffic]:
     with self._lock:
@@ -113,23 +107,22 @@ class ExecutionStats:
 
 
 class _WatchedRpc:
-  """One gRPC method of a worker: counts bytes; turns a long outage into a clear error.
+  """One gRPC method of a worker: turns a long outage into a clear error.
 
   TFF's stub turns retryable gRPC errors into `RetryableGRPCError`, which TFF's context
   retries forever. Once the worker has failed that way for longer than `timeout_s`, this
   raises `WorkerUnavailableError` instead, which TFF does not retry.
   """
 
-  def __init__(self, rpc, address: str, outage: dict, stats: ExecutionStats, timeout_s: float):
+  def __init__(self, rpc, address: str, outage: dict, timeout_s: float):
     self._rpc = rpc
     self._address = address
     self._outage = outage
-    self._stats = stats
     self._timeout_s = timeout_s
 
-  def __call__(self, request):
+  def __call__(self, request, **kwargs):
     try:
-      response = self._rpc(request)
+      response = self._rpc(request, **kwargs)
     except grpc.RpcError as e:
       if isinstance(e, grpc.Call) and e.code() in executors_errors.get_grpc_retryable_error_codes():
         first = self._outage.setdefault('since', time.monotonic())
@@ -141,8 +134,40 @@ class _WatchedRpc:
               'to resume from the last checkpoint.') from e
       raise
     self._outage.pop('since', None)
-    self._stats.record(self._address, request.ByteSize(), response.ByteSize())
     return response
+
+
+class _WorkerChannel:
+  """The gRPC channel TFF's `RemoteExecutorGrpcStub` is given for one worker.
+
+  Every unary method the stub creates on it counts the bytes gRPC actually serializes and
+  parses (no second serialization) and is watched for outages (`_WatchedRpc`).
+  """
+
+  def __init__(self, channel: grpc.Channel, address: str, stats: ExecutionStats,
+               unavailable_timeout_s: float):
+    self._channel = channel
+    self._address = address
+    self._stats = stats
+    self._timeout_s = unavailable_timeout_s
+    self._outage = {}
+
+  def subscribe(self, callback, try_to_connect=False):
+    self._channel.subscribe(callback, try_to_connect=try_to_connect)
+
+  def unary_unary(self, method, request_serializer, response_deserializer, **kwargs):
+    def serialize(request) -> bytes:
+      data = request_serializer(request)
+      self._stats.record(self._address, sent=len(data))
+      return data
+
+    def deserialize(data: bytes):
+      self._stats.record(self._address, received=len(data))
+      return response_deserializer(data)
+
+    rpc = self._channel.unary_unary(method, request_serializer=serialize,
+                                    response_deserializer=deserialize, **kwargs)
+    return _WatchedRpc(rpc, self._address, self._outage, self._timeout_s)
 
 
 def _connect(address: str, connect_timeout_s: float) -> grpc.Channel:
@@ -161,12 +186,8 @@ def _connect(address: str, connect_timeout_s: float) -> grpc.Channel:
 def _worker_executor_factory(channel: grpc.Channel, address: str, stats: ExecutionStats,
                              unavailable_timeout_s: float) -> tff.framework.ExecutorFactory:
   """TFF's executor factory over one worker, as `tff.backends.native` builds its local one."""
-  stub = tff.framework.RemoteExecutorGrpcStub(channel)
-  outage = {}
-  for name in _RPC_NAMES:
-    rpc = getattr(stub._stub, name)  # pylint: disable=protected-access
-    setattr(stub._stub, name,  # pylint: disable=protected-access
-            _WatchedRpc(rpc, address, outage, stats, unavailable_timeout_s))
+  stub = tff.framework.RemoteExecutorGrpcStub(
+      _WorkerChannel(channel, address, stats, unavailable_timeout_s))
 
   def executor_stack(cardinalities):
     if cardinalities.get(tff.CLIENTS) is None:  # As TFF's local factory: 0 by default.
@@ -240,6 +261,19 @@ def single_worker_execution(address: str, *, connect_timeout_s: float = 20.0
     channel.close()
 
 
+def validate_execution(execution: str, workers: Sequence[str] | str = (),
+                       timeout_s: float = 60.0) -> None:
+  """Raises `ValueError` for an unknown `execution`, bad workers, or workers for 'local'."""
+  if execution not in EXECUTIONS:
+    raise ValueError(f'Unknown execution {execution!r}; known: {", ".join(EXECUTIONS)}.')
+  if timeout_s <= 0:
+    raise ValueError(f'The worker timeout must be > 0 seconds, got {timeout_s}.')
+  if execution == 'local' and workers:
+    raise ValueError('Workers are given but execution is local; add --execution=remote.')
+  if execution == 'remote':
+    parse_workers(workers)
+
+
 def execution_context(execution: str, workers: Sequence[str] | str = (), *,
                       timeout_s: float = 60.0) -> contextlib.AbstractContextManager:
   """`remote_execution(workers)` for 'remote'; TFF's default (local) context for 'local'.
@@ -250,17 +284,11 @@ def execution_context(execution: str, workers: Sequence[str] | str = (), *,
     timeout_s: how long a worker may not answer, at start or during a round.
 
   Raises:
-    ValueError: unknown `execution`, bad worker addresses, workers for a local run.
+    ValueError: see `validate_execution`.
   """
-  if execution not in EXECUTIONS:
-    raise ValueError(f'Unknown execution {execution!r}; known: {", ".join(EXECUTIONS)}.')
-  if timeout_s <= 0:
-    raise ValueError(f'The worker timeout must be > 0 seconds, got {timeout_s}.')
+  validate_execution(execution, workers, timeout_s)
   if execution == 'local':
-    if workers:
-      raise ValueError('Workers are given but execution is local; add --execution=remote.')
     return contextlib.nullcontext()
-  parse_workers(workers)
   return remote_execution(workers, connect_timeout_s=timeout_s,
                           unavailable_timeout_s=timeout_s)
 

@@ -18,7 +18,6 @@ long as they should, e.g. the main thread).
 import os
 import signal
 import subprocess
-from collections.abc import Sequence
 from typing import Optional
 
 from absl import app
@@ -63,14 +62,11 @@ class LoopbackWorkers:
     addresses: `['localhost:PORT', ...]`, one per worker.
   """
 
-  def __init__(self, num_workers: int, *, ports: Optional[Sequence[int]] = None,
-               start_timeout_s: float = 60.0, quiet: bool = True):
+  def __init__(self, num_workers: int, *, start_timeout_s: float = 60.0):
     if num_workers < 1:
       raise ValueError(f'num_workers must be >= 1, got {num_workers}.')
-    self._ports = list(ports) if ports else [portpicker.pick_unused_port()
-                                             for _ in range(num_workers)]
+    self._ports = [portpicker.pick_unused_port() for _ in range(num_workers)]
     self._start_timeout_s = start_timeout_s
-    self._quiet = quiet
     self._processes: list[Optional[subprocess.Popen]] = [None] * num_workers
     self.addresses = [f'localhost:{port}' for port in self._ports]
 
@@ -80,9 +76,9 @@ class LoopbackWorkers:
     for i in indices:
       if self._processes[i] is not None and self._processes[i].poll() is None:
         continue
-      output = subprocess.DEVNULL if self._quiet else None
       self._processes[i] = runtime.WorkerPopen(worker_command(self._ports[i]),
-                                               stdout=output, stderr=output)
+                                               stdout=subprocess.DEVNULL,
+                                               stderr=subprocess.DEVNULL)
     for i in indices:
       if not wait_until_serving(self.addresses[i], self._start_timeout_s):
         self.stop()
