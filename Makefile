@@ -25,7 +25,7 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $(STAMP)
 
 demo: install
-	$(BIN)/python -m tff_flare.demo
+	$(BIN)/python -m experiments.demo
 
 test: install
 	$(BIN)/python -m pytest -q tests
@@ -35,7 +35,7 @@ benchmark: install
 
 # A TFF worker for --execution=remote --workers=<this host>:$(PORT) (Ctrl-C stops it).
 worker: install
-	$(BIN)/python -m tff_flare.worker --port=$(PORT)
+	$(BIN)/python -m experiments.worker --port=$(PORT)
 
 clean:
 	rm -rf $(VENV)

@@ -14,9 +14,9 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-from tff_flare import data_sources
-from tff_flare import models
-from tff_flare import tasks
+from tff_flare.tasks import data_sources
+from tff_flare.tasks import models
+from tff_flare.tasks import registry as tasks
 
 _NPZ = flags.DEFINE_string('npz', '../shared/datasets/mnist.npz', 'Keras-layout MNIST .npz.')
 _BATCH = flags.DEFINE_integer('batch_size', 64, 'Batch size.')

@@ -24,9 +24,9 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-from tff_flare import client_state
-from tff_flare import models
-from tff_flare import stateful_process
+from tff_flare.simulation import client_state
+from tff_flare.tasks import models
+from tff_flare.algorithms import composer
 
 _CLIENTS = flags.DEFINE_integer('clients', 100, 'Clients with a state.', lower_bound=1)
 _PER_ROUND = flags.DEFINE_integer('per_round', 10, 'Clients sampled per round.', lower_bound=1)
@@ -39,7 +39,7 @@ _DIRECTORY = flags.DEFINE_string('directory', None, 'Where the disk store writes
 
 
 def _fc_shapes() -> list[tuple[int, ...]]:
-  specs = stateful_process.trainable_specs(models.tff_model_fn(models.mnist_fc, (784,)))
+  specs = composer.trainable_specs(models.tff_model_fn(models.mnist_fc, (784,)))
   return [tuple(s.shape) for s in specs]
 
 
@@ -59,11 +59,11 @@ def _run_child(storage: str, directory: str) -> dict:
   start = time.perf_counter()
   for i, cid in enumerate(ids):
     store.update([cid], [_state(shapes, float(i))])
-  store.commit()
+  store.commit(0, [0])
   fill_seconds = time.perf_counter() - start
   rng = np.random.default_rng(0)
   round_seconds = []
-  for _ in range(_ROUNDS.value):
+  for round_num in range(1, _ROUNDS.value + 1):
     sampled = list(rng.choice(ids, _PER_ROUND.value, replace=False))
     start = time.perf_counter()
     states = store.get_many(sampled)
@@ -71,7 +71,7 @@ def _run_child(storage: str, directory: str) -> dict:
     del states
     store.update(sampled, new_states)
     del new_states
-    store.commit()
+    store.commit(round_num, [round_num - 1, round_num])  # A checkpoint every round.
     round_seconds.append(time.perf_counter() - start)
   checksum = [float(store.get(cid)['accumulator'][-1].sum()) for cid in ids]
   return dict(storage=storage, peak_rss_gb=resource.getrusage(

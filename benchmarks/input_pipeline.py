@@ -27,8 +27,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_flare import local_training
-from tff_flare import tasks
+from tff_flare.algorithms import local_training
+from tff_flare.tasks import registry as tasks
 
 _MNIST = flags.DEFINE_string('mnist_npz', '../shared/datasets/mnist.npz', 'MNIST .npz.')
 _CIFAR = flags.DEFINE_string('cifar10', '../shared/datasets/cifar10_imagefolder.tar.gz',

@@ -5,7 +5,7 @@ r"""Runs the update-masking study's processes side by side on one cell of its gr
       --alpha=0.5 --keep_probability=0.5 --rounds=50 --output_dir=runs/masking/dir05
 
 The experiment binary (`experiments/run_experiment.py`, same flags and outputs) with the
-masking study's defaults (`../shared/MASKING_SPEC.md`): the small CNN on CIFAR-10
+masking study's defaults (`docs/masking.md`): the small CNN on CIFAR-10
 (`cifar10_masking_cnn`), 100 clients, 10 sampled per round, and the three processes
 `mask_none` (FedAvg), `mask_independent` and `mask_synchronized` trained side by side from
 one model on the same clients. Every round's CSV row holds, per process, the survival
@@ -20,8 +20,8 @@ and with --num_mask_draws the empirical variances). Local training: minibatch SG
 from absl import app
 from absl import flags
 
+from experiments import presets
 from experiments import run_experiment
-from tff_flare import presets
 
 for _name, _value in presets.MASKING_STUDY.items():
   flags.FLAGS.set_default(_name, list(_value) if isinstance(_value, tuple) else _value)

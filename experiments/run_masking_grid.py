@@ -1,4 +1,4 @@
-r"""Runs the update-masking grid (`../shared/MASKING_SPEC.md`) and tabulates survival vs accuracy.
+r"""Runs the update-masking grid (`docs/masking.md`) and tabulates survival against accuracy.
 
   python -m experiments.run_masking_grid --source=imagefolder \
       --data_path=../shared/datasets/cifar10_imagefolder.tar.gz --rounds=10 \
@@ -29,11 +29,13 @@ import sys
 from absl import app
 from absl import flags
 
-from tff_flare import execution_flags
-from tff_flare import experiment
-from tff_flare import presets
-from tff_flare import remote
-from tff_flare import runtime
+from experiments import execution_flags
+from experiments import presets
+from tff_flare.execution import cleanup
+from tff_flare.execution import remote
+from tff_flare.experiment import config as config_lib
+from tff_flare.experiment import runner
+from tff_flare.simulation import hooks
 
 _OUTPUT_DIR = flags.DEFINE_string('output_dir', None, 'Grid directory.')
 flags.mark_flag_as_required('output_dir')
@@ -73,7 +75,7 @@ def partition_options(name: str) -> dict:
 
 
 def cell_config(local: str, partition: str, output_dir: pathlib.Path
-                ) -> experiment.ExperimentConfig:
+                ) -> config_lib.ExperimentConfig:
   values = dict(presets.MASKING_STUDY)
   values.update(partition_options(partition))
   if local == 'minibatch':
@@ -87,7 +89,7 @@ def cell_config(local: str, partition: str, output_dir: pathlib.Path
   values.update(rounds=_ROUNDS.value, eval_every=_EVAL_EVERY.value, momentum=_MOMENTUM.value,
                 keep_probability=_Q.value, num_mask_draws=_DRAWS.value, seed=_SEED.value,
                 source=_SOURCE.value, data_path=_DATA_PATH.value)
-  return experiment.ExperimentConfig(output_dir=str(output_dir / f'{local}_{partition}'),
+  return config_lib.ExperimentConfig(output_dir=str(output_dir / f'{local}_{partition}'),
                                      **values)
 
 
@@ -167,6 +169,7 @@ def _plot(table, path):
 
 def main(argv):
   del argv
+  cleanup.install_process_cleanup('Interrupted; run the same command again to resume.')
   output_dir = pathlib.Path(_OUTPUT_DIR.value)
   if not _SUMMARIZE_ONLY.value:
     try:
@@ -174,21 +177,26 @@ def main(argv):
                                      **execution_flags.config_fields())
                  for local in _LOCAL.value for partition in _PARTITIONS.value]
       for config in configs:
-        experiment.validate(config)
+        config_lib.validate(config)
     except ValueError as e:
       print(f'error: {e}', file=sys.stderr)
       return 2
-    runtime.set_interrupt_message('Interrupted; run the same command again to resume.')
     for config in configs:
       if (pathlib.Path(config.output_dir) / 'summary.json').exists():
         print(f'{config.output_dir}: done, skipped', flush=True)
         continue
       print(f'== {config.output_dir}', flush=True)
       try:
-        experiment.run_experiment(config, log=lambda line: print(line, flush=True))
+        runner.run_experiment(config, log=lambda line: print(line, flush=True))
+      except config_lib.ConfigError as e:
+        print(f'error: {e}', file=sys.stderr)
+        return 2
       except remote.WorkerUnavailableError as e:
         print(f'error: {e}', file=sys.stderr)
         return 3
+      except hooks.NonFiniteRoundError as e:
+        print(f'error: {e}', file=sys.stderr)
+        return 4
   try:
     table = write_table(output_dir)
   except ValueError as e:

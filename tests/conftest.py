@@ -1,12 +1,19 @@
-"""Test-session hooks: no TFF worker process outlives the test run."""
+"""Test-session hooks: no TFF worker outlives the run, and no phantom tests are collected."""
 
 import os
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from tff_flare import runtime  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tff_flare.execution import cleanup  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+def pytest_collection_modifyitems(session, config, items):
+  """Drops `tf.test.TestCase.test_session`, a TF helper whose name pytest takes for a test
+  (it would be reported as a skipped test in every test class)."""
+  del session, config
+  items[:] = [item for item in items if item.name != 'test_session']
 
 
 def pytest_sessionfinish(session, exitstatus):
   del session, exitstatus
-  runtime.stop_local_workers()
+  cleanup.stop_local_workers()

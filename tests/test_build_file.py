@@ -1,18 +1,14 @@
-"""Keeps `BUILD` true to the tree: a target per module and test, with the real deps.
+"""Keeps `BUILD` true to the tree: a target per module, test and program, with the real deps.
 
-`BUILD` is read by executing it with stand-ins for `py_library`/`py_test`; every module of
-`tff_flare/`, `benchmarks/` and every helper or test of `tests/` must have exactly one target,
-and each target's deps must be exactly the project modules its source imports.
+`BUILD` is read by executing it with stand-ins for the rules; every module of `tff_flare/`,
+`benchmarks/`, `experiments/` and every helper or test of `tests/` must have exactly one
+library or test target whose deps are exactly the project modules its source imports, and
+every program (`experiments/`, `benchmarks/` with a `__main__`) a `py_binary`.
 """
-
-import ast
-import os
-import pathlib
 
 import tensorflow as tf
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGES = ('tff_flare', 'tests', 'benchmarks', 'experiments')
+from tools import build_graph
 
 
 def _read_build():
@@ -29,63 +25,39 @@ def _read_build():
   namespace = {'py_library': rule('py_library'), 'py_test': rule('py_test'),
                'py_binary': rule('py_binary'), 'package': lambda **kwargs: None,
                'exports_files': lambda *args, **kwargs: None, 'glob': lambda *a, **k: []}
-  exec(compile((ROOT / 'BUILD').read_text(), 'BUILD', 'exec'), namespace)  # pylint: disable=exec-used
+  exec(compile((build_graph.ROOT / 'BUILD').read_text(), 'BUILD', 'exec'), namespace)  # pylint: disable=exec-used
   return targets
-
-
-def _label(path: pathlib.Path) -> str:
-  relative = path.relative_to(ROOT).with_suffix('')
-  return ':' + '_'.join(relative.parts).replace('___init__', '')
-
-
-def _project_imports(path: pathlib.Path) -> set[str]:
-  """Labels of the project modules that `path` imports."""
-  labels = set()
-  for node in ast.walk(ast.parse(path.read_text())):
-    names = []
-    if isinstance(node, ast.ImportFrom) and node.module and node.module.split('.')[0] in PACKAGES:
-      names = [f'{node.module}.{alias.name}' for alias in node.names]
-    elif isinstance(node, ast.Import):
-      names = [a.name for a in node.names if a.name.split('.')[0] in PACKAGES]
-    for name in names:
-      module = ROOT / (name.replace('.', '/') + '.py')
-      if not module.exists():
-        module = ROOT / (name.rsplit('.', 1)[0].replace('.', '/') + '.py')
-      if not module.exists():
-        module = ROOT / name.replace('.', '/') / '__init__.py'
-      if module.exists() and module != path:
-        labels.add(_label(module))
-  return labels
-
-
-def _sources():
-  for package in PACKAGES:
-    directory = ROOT / package
-    if directory.is_dir():
-      yield from sorted(p for p in directory.rglob('*.py') if '__pycache__' not in p.parts)
 
 
 class BuildFileTest(tf.test.TestCase):
 
   def test_every_source_has_one_target_with_its_real_deps(self):
     targets = _read_build()
-    by_source = {src: name for name, t in targets.items() for src in t['srcs']}
-    for path in _sources():
-      source = str(path.relative_to(ROOT))
-      if path.name == '__init__.py' and not path.read_text().strip():
-        continue
+    by_source = {}
+    for name, target in targets.items():
+      if target['kind'] != 'py_binary':
+        for src in target['srcs']:
+          by_source[src] = name
+    for path in build_graph.sources():
+      source = str(path.relative_to(build_graph.ROOT))
       self.assertIn(source, by_source, f'{source} has no target in BUILD')
       target = targets[by_source[source]]
-      expected_kind = 'py_test' if path.name.startswith('test_') else None
-      if expected_kind:
-        self.assertEqual(target['kind'], 'py_test', source)
-      self.assertEqual(sorted(_project_imports(path)), target['deps'],
+      self.assertEqual(target['kind'], 'py_test' if build_graph.is_test(path) else 'py_library',
+                       source)
+      self.assertEqual(sorted(build_graph.project_imports(path)), target['deps'],
                        f'deps of {by_source[source]} in BUILD differ from the imports of {source}')
+
+  def test_every_program_has_a_binary(self):
+    binaries = {t['srcs'][0] for t in _read_build().values() if t['kind'] == 'py_binary'}
+    programs = {str(p.relative_to(build_graph.ROOT)) for p in build_graph.sources()
+                if build_graph.is_binary(p)}
+    self.assertIn('experiments/run_experiment.py', programs)
+    self.assertEqual(binaries, programs)
 
   def test_no_target_without_a_source(self):
     for name, target in _read_build().items():
       for src in target['srcs']:
-        self.assertTrue((ROOT / src).exists(), f'{name}: {src} does not exist')
+        self.assertTrue((build_graph.ROOT / src).exists(), f'{name}: {src} does not exist')
 
 
 if __name__ == '__main__':

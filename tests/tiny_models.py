@@ -68,3 +68,28 @@ def dataset_from_arrays(x, y, batch_size: int) -> tf.data.Dataset:
 
 def trainable_arrays(process, state) -> list[np.ndarray]:
   return [np.asarray(t) for t in process.get_model_weights(state).trainable]
+
+
+def client_ids(num_clients: int) -> list[str]:
+  return [f'client_{i}' for i in range(num_clients)]
+
+
+def next_round(process, state, datasets, client_states=None, ids=None):
+  """`process.next` on these datasets (initial client states and ids `client_<i>` by default)."""
+  ids = ids or client_ids(len(datasets))
+  if client_states is None:
+    client_states = [process.initial_client_state()] * len(datasets)
+  return process.next(state, list(datasets), list(client_states), process.client_inputs(ids))
+
+
+def train(process, datasets, num_rounds: int, state=None):
+  """`num_rounds` rounds on the same clients: (final trainable weights, client states, outputs).
+  """
+  state = process.initialize() if state is None else state
+  client_states = [process.initial_client_state()] * len(datasets)
+  outputs = []
+  for _ in range(num_rounds):
+    output = next_round(process, state, datasets, client_states)
+    state, client_states = output.state, output.client_states
+    outputs.append(output)
+  return trainable_arrays(process, state), client_states, outputs

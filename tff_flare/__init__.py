@@ -1,5 +1,12 @@
-"""tff_flare: FLARE and its error-feedback baselines as TensorFlow Federated processes."""
+"""tff_flare: FLARE, its error-feedback baselines and update masking as TFF processes.
 
-from tff_flare import runtime
+The package is laid out by concern (see the README's "How it fits together"):
 
-runtime.install_cleanup()
+  algorithms/  what a client and the server compute, composed into TFF processes
+  tasks/       models, data sources and partitions
+  simulation/  the round loop, client-state stores, checkpoints, evaluation
+  execution/   where rounds run: TFF's local runtime, TFF workers, or in this process
+  experiment/  one experiment's configuration and run (what the binaries call)
+
+Importing it changes nothing in the interpreter: no signal handler, no patch, no thread.
+"""

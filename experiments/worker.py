@@ -1,0 +1,33 @@
+r"""Starts a TFF worker: TFF's executor service (the C++ `worker_binary` in the TFF package).
+
+On every machine that should run clients:
+
+  python -m experiments.worker --port=8000
+
+then point a driver at the workers with `--execution=remote --workers=host1:8000,host2:8000`.
+The command replaces itself with TFF's `worker_binary --port=PORT` (so signals reach the
+service directly).
+"""
+
+import os
+
+from absl import app
+from absl import flags
+
+from tff_flare.execution import workers
+
+_PORT = flags.DEFINE_integer('port', 8000, 'Port the worker serves gRPC on.')
+_MAX_CALLS = flags.DEFINE_integer(
+    'max_concurrent_computation_calls', -1, 'Clients one worker trains at once (e.g. to '
+    'bound memory); non-positive: no limit.')
+
+
+def main(argv) -> None:
+  del argv
+  command = workers.worker_command(_PORT.value, _MAX_CALLS.value)
+  print(f'TFF worker serving on port {_PORT.value}: {" ".join(command)}', flush=True)
+  os.execv(command[0], command)
+
+
+if __name__ == '__main__':
+  app.run(main)

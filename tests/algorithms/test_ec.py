@@ -1,0 +1,94 @@
+"""Tests of `tff_flare.ec`: EC at 100 % equals FedAvg and TFF's FedAvg; EC+FedProx."""
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tests import tiny_models
+from tff_flare.algorithms import ec
+from tff_flare.algorithms import error_feedback
+from tff_flare.algorithms import fedavg
+from tff_flare.algorithms import sparsification
+from tff_flare.algorithms import tff_baselines
+
+
+def _train(process, datasets, num_rounds):
+  """Trains `num_rounds`; returns (final trainable weights, outputs, initial weights)."""
+  state = process.initialize()
+  initial = tiny_models.trainable_arrays(process, state)
+  weights, _, outputs = tiny_models.train(process, datasets, num_rounds, state=state)
+  return weights, outputs, initial
+
+
+class EcKeepingEverythingTest(tf.test.TestCase):
+
+  def test_ec_at_100_percent_equals_fedavg_equals_tff_fedavg(self):
+    model_fn = tiny_models.softmax_model_fn()
+    optimizer = tff.learning.optimizers.build_sgdm(0.3, momentum=0.9)
+    # Two batches per client: two local steps with momentum.
+    datasets = [tiny_models.classification_dataset(s, batch_size=4) for s in range(3)]
+    ec_weights, ec_outputs, _ = _train(
+        ec.build_ec(model_fn, keep_percent=100.0, client_optimizer=optimizer,
+                    rule=sparsification.TopKRule.EXACT), datasets, 3)
+    ours, _, initial = _train(fedavg.build_fedavg(model_fn, client_optimizer=optimizer),
+                              datasets, 3)
+    theirs, _, _ = _train(tff_baselines.build_tff_fedavg(model_fn, client_optimizer=optimizer),
+                          datasets, 3)
+    self.assertNotAllClose(ours[0], initial[0])  # Training moved the model.
+    for e, o, t in zip(ec_weights, ours, theirs):
+      self.assertAllClose(e, o, rtol=1e-6, atol=1e-7)
+      self.assertAllClose(o, t, rtol=1e-6, atol=1e-7)
+    communication = ec_outputs[-1].metrics['communication']
+    self.assertAllClose(communication['density'], 1.0)
+    self.assertEqual(communication['entries_sent_total'], 3 * 15)
+    # Dense float32 (4 bytes an entry) is cheaper than 15 (value, index) pairs.
+    self.assertEqual(communication['bytes_sent_total'], 3 * 15 * 4)
+
+
+class EcFedProxTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.model_fn = tiny_models.softmax_model_fn()
+    self.optimizer = tff.learning.optimizers.build_sgdm(0.3, momentum=0.9)
+
+  def _pair(self, batch_size):
+    datasets = [tiny_models.classification_dataset(s, batch_size=batch_size) for s in range(3)]
+    ec_weights, _, _ = _train(
+        ec.build_ec(self.model_fn, keep_percent=20.0, client_optimizer=self.optimizer),
+        datasets, 3)
+    prox_weights, _, _ = _train(
+        ec.build_ec_fedprox(self.model_fn, keep_percent=20.0, client_optimizer=self.optimizer,
+                            tau=5.0, tau_decay=1.0), datasets, 3)
+    return ec_weights, prox_weights
+
+  def test_one_local_step_equals_ec(self):
+    # At the only step w = s, so the proximal gradient 2 tau (w - s) is zero (faithfulness Q11).
+    ec_weights, prox_weights = self._pair(batch_size=8)
+    for e, p in zip(ec_weights, prox_weights):
+      self.assertAllEqual(e, p)
+
+  def test_several_local_steps_differ_from_ec(self):
+    ec_weights, prox_weights = self._pair(batch_size=2)
+    self.assertNotAllClose(ec_weights[0], prox_weights[0])
+
+
+class EcAccumulatorTest(tf.test.TestCase):
+
+  def test_residual_accumulates_what_was_not_sent(self):
+    model_fn = tiny_models.linear_regression_model_fn(3)
+    process = ec.build_ec(model_fn, keep_percent=10.0,
+                          client_optimizer=tff.learning.optimizers.build_sgdm(0.1))
+    x, y = tiny_models.regression_arrays(0, 4)
+    dataset = tiny_models.dataset_from_arrays(x, y, 4)
+    output = tiny_models.next_round(process, process.initialize(), [dataset])
+    delta = -0.1 * (2.0 / 4) * x.T @ (x @ np.zeros((3, 1), np.float32) - y)
+    sent = tiny_models.trainable_arrays(process, output.state)[0]
+    accumulator = output.client_states[0][error_feedback.ACCUMULATOR][0]
+    self.assertEqual(np.count_nonzero(sent), 1)
+    self.assertAllClose(sent + accumulator, delta, rtol=1e-6)
+    self.assertEqual(np.argmax(np.abs(sent)), np.argmax(np.abs(delta)))
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -1,0 +1,60 @@
+"""Tests of `tff_flare.algorithms.selection`: exactly `top_k` and `NthElement`, ties included."""
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+from tff_flare.algorithms import selection
+
+
+def _cases():
+  rng = np.random.default_rng(0)
+  normal = np.abs(rng.normal(size=(700, 300))).astype(np.float32)
+  ties = np.round(normal * 4) / 4  # Few distinct values: ties at every cut.
+  sparse = normal * (rng.uniform(size=normal.shape) < 0.3)  # 70 % exact zeros.
+  heavy = (np.abs(rng.standard_cauchy(size=(2000, 50)))).astype(np.float32)
+  return dict(normal=normal, ties=ties.astype(np.float32), sparse=sparse.astype(np.float32),
+              heavy=heavy)
+
+
+class KthLargestTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.named_parameters((name, name) for name in _cases())
+  def test_equals_top_k(self, name):
+    magnitudes = tf.constant(_cases()[name])
+    flat = tf.reshape(magnitudes, [-1])
+    for k in (1, 2, 7, 169, 400):
+      expected = tf.math.top_k(flat, k=k).values[-1]
+      self.assertEqual(float(selection.kth_largest(magnitudes, k)), float(expected),
+                       msg=f'{name} k={k}')
+
+  def test_all_equal_rows_and_a_tensor_k(self):
+    magnitudes = tf.ones([500, 200])
+    self.assertEqual(float(selection.kth_largest(magnitudes, 3)), 1.0)
+    flat = tf.reshape(tf.constant(_cases()['normal']), [-1])
+    self.assertEqual(float(selection.kth_largest(flat, tf.constant(5))),
+                     float(tf.math.top_k(flat, k=5).values[-1]))
+
+
+class KthSmallestTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.named_parameters((name, name) for name in _cases())
+  def test_equals_nth_element(self, name):
+    values = tf.reshape(tf.constant(_cases()[name]), [-1])
+    n = int(values.shape[0])
+    for index in (0, 1, n // 4, n // 2, (n - 1) // 2, n - 2, n - 1):
+      expected = tf.raw_ops.NthElement(input=values, n=index, reverse=False)
+      self.assertEqual(float(selection.kth_smallest(values, index)), float(expected),
+                       msg=f'{name} index={index}')
+
+  def test_a_misleading_sample_falls_back_to_the_full_selection(self):
+    n = 1 << 17
+    values = np.arange(n, dtype=np.float32)
+    values[::n >> 15] += 1e6  # Every sampled entry is huge: the bracket misses the median.
+    values = tf.constant(values)
+    self.assertEqual(float(selection.kth_smallest(values, n // 2)),
+                     float(tf.raw_ops.NthElement(input=values, n=n // 2, reverse=False)))
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -1,0 +1,197 @@
+"""Tests of `tff_flare.execution.remote`: rounds on loopback TFF workers equal local rounds;
+faults."""
+
+import csv
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+import time
+
+import portpicker
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_flare.algorithms import ec
+from tff_flare.algorithms import flare
+from tff_flare.execution import cleanup
+from tff_flare.execution import modes
+from tff_flare.execution import remote
+from tff_flare.execution import workers as worker
+from tff_flare.experiment import config as config_lib
+from tff_flare.experiment import runner
+from tff_flare.simulation import hooks
+from tff_flare.simulation import loop
+from tff_flare.simulation import sampling
+from tff_flare.tasks import registry as tasks
+
+_TIMEOUT_S = 3.0
+
+
+def _worker_pids(addresses):
+  """Pids of this process's TFF workers serving on the ports of `addresses`."""
+  ports = [f'--port={a.rpartition(":")[2]} ' for a in addresses]
+  return [pid for pid in cleanup.local_worker_pids()
+          if any(p in cleanup.command_line(pid) + ' ' for p in ports)]
+
+
+def _train_two_rounds(task, execution):
+  optimizer = tff.learning.optimizers.build_sgdm(0.1, momentum=0.9)
+  runs = [
+      loop.AlgorithmRun('flare', flare.build_flare(
+          task.model_fn, keep_percent=5.0, client_optimizer=optimizer, tau=0.05,
+          tau_decay=1.1, reg_steps=1), execution),
+      loop.AlgorithmRun('ec', ec.build_ec(task.model_fn, keep_percent=5.0,
+                                          client_optimizer=optimizer), execution)]
+  rows = hooks.CollectRows()
+  loop.run_rounds(runs, task.client_datasets,
+                  sampling.build_client_sampler(task.train_data.client_ids, 4, seed=3),
+                  start_round=0, end_round=2, hooks=[rows])
+  return runs, rows.rows[:-1]
+
+
+class TwoLoopbackWorkersTest(tf.test.TestCase):
+
+  def test_flare_and_ec_two_rounds_match_a_local_run(self):
+    # 5 local steps per client, momentum: FLARE's regularized step and the top-k matter.
+    task = tasks.build_task('digits_demo', num_clients=6, batch_size=32, epochs=1)
+    with modes.build_execution('local') as execution:
+      local_runs, local_history = _train_two_rounds(task, execution)
+    with worker.LoopbackWorkers(2) as workers:
+      with modes.build_execution('remote', workers.addresses) as execution:
+        remote_runs, remote_history = _train_two_rounds(task, execution)
+        traffic = execution.stats.per_worker()
+    self.assertEmpty(_worker_pids(workers.addresses))
+    # Both workers took part, and moved at least the model (~37 KB) both ways.
+    for t in traffic:
+      self.assertGreater(t.bytes_sent, 37_000, t)
+      self.assertGreater(t.bytes_received, 37_000, t)
+    for local, remote_run in zip(local_runs, remote_runs):
+      self.assertAllClose(local.model_weights().trainable, remote_run.model_weights().trainable,
+                          rtol=1e-5, atol=1e-6, msg=local.name)
+      self.assertEqual(local.store.client_ids(), remote_run.store.client_ids())
+      for cid in local.store.client_ids():
+        self.assertAllClose(local.store.get(cid), remote_run.store.get(cid), rtol=1e-5,
+                            atol=1e-6, msg=f'{local.name} {cid}')
+    for local_row, remote_row in zip(local_history, remote_history):
+      self.assertEqual(local_row['clients'], remote_row['clients'])
+      for name in ('flare', 'ec'):
+        self.assertAllClose(local_row[name]['train'], remote_row[name]['train'], rtol=1e-5)
+
+
+def _config(output_dir, **overrides):
+  values = dict(output_dir=output_dir, task='digits_demo',
+                algorithms=('flare', 'ef21', 'mask_independent', 'tff_fedavg'), rounds=4,
+                num_clients=6, clients_per_round=4, eval_every=2, checkpoint_every=1,
+                worker_timeout_s=_TIMEOUT_S)
+  values.update(overrides)
+  return config_lib.ExperimentConfig(**values)
+
+
+def _csv_rounds(output_dir):
+  with open(pathlib.Path(output_dir) / 'metrics.csv', newline='') as f:
+    return [int(r['round']) for r in csv.DictReader(f)]
+
+
+class FaultsTest(tf.test.TestCase):
+
+  def test_worker_down_at_start_is_named(self):
+    address = f'localhost:{portpicker.pick_unused_port()}'
+    with self.assertRaisesRegex(remote.WorkerUnavailableError,
+                                f'{address}: no worker answers.*experiments.worker'):
+      with remote.remote_execution([address], connect_timeout_s=1.0):
+        pass
+
+  def test_worker_killed_mid_run_then_resumed_equals_local_run_with_disk_states(self):
+    base = self.get_temp_dir()
+    local = runner.run_experiment(_config(os.path.join(base, 'local')),
+                                      log=lambda _: None)
+    output_dir = os.path.join(base, 'remote')
+    with worker.LoopbackWorkers(2) as workers:
+      # The client states on disk here, in memory in the local run: same results.
+      config = _config(output_dir, execution='remote', workers=workers.addresses,
+                       client_state_storage='disk')
+
+      def kill_after_round_1(line):
+        if line.startswith('round 1 '):
+          workers.kill(1)
+
+      with self.assertRaisesRegex(remote.WorkerUnavailableError,
+                                  f'{workers.addresses[1]}: unreachable for more than 3 s'):
+        runner.run_experiment(config, log=kill_after_round_1)
+      self.assertEqual(_csv_rounds(output_dir), [0, 1])
+      workers.start(1)  # Back on the same port.
+      lines = []
+      resumed = runner.run_experiment(config, log=lines.append)
+    self.assertIn('Resuming from the checkpoint after round 1.', lines)
+    self.assertEqual(_csv_rounds(output_dir), [0, 1, 2, 3, 4])  # 4: the final evaluation.
+    for name, result in local['final_eval'].items():
+      self.assertAllClose(resumed['final_eval'][name], result, rtol=1e-5, msg=name)
+    self.assertEmpty(_worker_pids(workers.addresses))
+    flare_dir = pathlib.Path(output_dir) / 'client_states' / 'flare'
+    self.assertLen([p for p in flare_dir.iterdir() if p.is_dir()], 6)  # One per client.
+
+  def test_worker_back_within_the_timeout_gets_its_subround_again(self):
+    base = self.get_temp_dir()
+    overrides = dict(algorithms=('ec',), rounds=2)
+    local = runner.run_experiment(_config(os.path.join(base, 'local'), **overrides),
+                                      log=lambda _: None)
+    with worker.LoopbackWorkers(2) as workers:
+      restarted, finished = threading.Event(), threading.Event()
+
+      def restart_later():  # A worker dies with the thread that started it: this one waits.
+        time.sleep(2.0)
+        workers.start(1)
+        restarted.set()
+        finished.wait()
+
+      def kill_after_round_0(line):
+        if line.startswith('round 0 '):
+          workers.kill(1)
+          threading.Thread(target=restart_later, daemon=True).start()
+
+      config = _config(os.path.join(base, 'remote'), execution='remote',
+                       workers=workers.addresses, **dict(overrides, worker_timeout_s=120.0))
+      result = runner.run_experiment(config, log=kill_after_round_0)
+      self.assertTrue(restarted.is_set())
+      workers.stop()
+      finished.set()
+    self.assertAllClose(result['final_eval']['ec'], local['final_eval']['ec'], rtol=1e-5)
+
+  def test_binary_names_a_worker_that_is_down(self):
+    port = portpicker.pick_unused_port()
+    result = subprocess.run(
+        [sys.executable, '-m', 'experiments.run_experiment', '--rounds=1',
+         f'--output_dir={self.get_temp_dir()}', '--execution=remote',
+         f'--workers=localhost:{port}', '--worker_timeout_s=1'],
+        capture_output=True, text=True, timeout=300, check=False,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+    self.assertEqual(result.returncode, 3, result.stderr[-2000:])
+    self.assertIn(f'TFF worker localhost:{port}: no worker answers', result.stderr)
+    self.assertIn(f'python -m experiments.worker --port={port}', result.stderr)
+
+
+class BadInputTest(tf.test.TestCase):
+
+  def test_bad_worker_lists(self):
+    for workers, message in (('', 'at least one worker'), ('localhost', 'not host:port'),
+                             ('h:0', 'not host:port'), ('h:99999', 'not host:port'),
+                             ('h:1,h:1', 'repeat')):
+      with self.assertRaisesRegex(ValueError, message, msg=workers):
+        remote.parse_workers(workers)
+    self.assertEqual(remote.parse_workers('a:1, b:2'), ['a:1', 'b:2'])
+
+  def test_experiment_rejects_inconsistent_execution(self):
+    for overrides, message in (
+        (dict(execution='cluster'), 'Unknown execution'),
+        (dict(workers=('h:1',)), 'execution is local'),
+        (dict(workers=('h:1',), execution='inprocess'), 'execution is inprocess'),
+        (dict(execution='remote'), 'at least one worker'),
+        (dict(execution='remote', workers=('h:1',), worker_timeout_s=0), 'worker timeout')):
+      with self.assertRaisesRegex(config_lib.ConfigError, message):
+        config_lib.validate(_config(self.get_temp_dir(), **overrides))
+
+
+if __name__ == '__main__':
+  tf.test.main()

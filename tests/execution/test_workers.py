@@ -1,0 +1,65 @@
+"""Tests of `tff_flare.execution.workers` and the worker binary: nothing is left behind."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import portpicker
+import tensorflow as tf
+
+from tff_flare.execution import cleanup
+from tff_flare.execution import workers as worker
+
+
+def _pids_on(port):
+  return [pid for pid in cleanup.local_worker_pids()
+          if f'--port={port} ' in cleanup.command_line(pid) + ' ']
+
+
+class WorkerCommandTest(tf.test.TestCase):
+
+  def test_command_serves_tff_and_stops_on_sigterm(self):
+    port = portpicker.pick_unused_port()
+    process = subprocess.Popen([sys.executable, '-m', 'experiments.worker', f'--port={port}'],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+      self.assertTrue(worker.wait_until_serving(f'localhost:{port}', timeout_s=120))
+      # The command became TFF's worker binary (exec), so the signal reaches it directly.
+      self.assertIn(cleanup.WORKER_BINARY_NAME, cleanup.command_line(process.pid))
+    finally:
+      process.send_signal(signal.SIGTERM)
+      process.wait(timeout=30)
+    self.assertFalse(worker.wait_until_serving(f'localhost:{port}', timeout_s=0.5))
+
+  def test_bad_port_is_a_clear_error(self):
+    with self.assertRaisesRegex(ValueError, r'port must be in \[1, 65535\]'):
+      worker.worker_command(0)
+
+
+class LoopbackWorkersTest(tf.test.TestCase):
+
+  def test_stopped_workers_leave_no_process(self):
+    workers = worker.LoopbackWorkers(2)
+    workers.start()
+    ports = [a.rpartition(':')[2] for a in workers.addresses]
+    pids = [pid for port in ports for pid in _pids_on(port)]
+    self.assertLen(pids, 2)
+    for address in workers.addresses:
+      self.assertTrue(worker.wait_until_serving(address, timeout_s=1))
+    workers.stop()
+    for pid in pids:
+      self.assertFalse(os.path.exists(f'/proc/{pid}'), pid)
+
+  def test_killed_worker_restarts_on_its_port(self):
+    with worker.LoopbackWorkers(1) as workers:
+      (address,) = workers.addresses
+      workers.kill(0)
+      self.assertFalse(worker.wait_until_serving(address, timeout_s=0.5))
+      workers.start(0)
+      self.assertTrue(worker.wait_until_serving(address, timeout_s=1))
+    self.assertEmpty(_pids_on(address.rpartition(':')[2]))
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -1,0 +1,81 @@
+"""Tests of `tff_flare.experiment.config`: the one validation, and what a resume may change."""
+
+import os
+
+from absl.testing import parameterized
+import tensorflow as tf
+
+from tff_flare.experiment import config as config_lib
+
+
+def _config(output_dir, **overrides):
+  return config_lib.ExperimentConfig(output_dir=output_dir, **overrides)
+
+
+class ValidateTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ('unknown_algorithm', dict(algorithms=('flare', 'fedsgd')), r"Unknown algorithms \['fedsgd'\]"),
+      ('repeated_algorithm', dict(algorithms=('ec', 'ec')), 'named twice'),
+      ('unknown_task', dict(task='mnist_resnet'), 'Unknown task'),
+      ('nan_learning_rate', dict(learning_rate=float('nan')), 'learning_rate must be a finite'),
+      ('inf_tau', dict(tau=float('inf')), 'tau must be a finite'),
+      ('nan_alpha', dict(alpha=float('nan')), 'alpha must be a finite'),
+      ('zero_learning_rate', dict(learning_rate=0.0), 'learning_rate must be > 0'),
+      ('momentum_one', dict(momentum=1.0), r'momentum must be in \[0, 1\)'),
+      ('keep_percent', dict(keep_percent=0.0), r'keep_percent must be in \(0, 100\]'),
+      ('tau_decay', dict(tau_decay=0.0), 'tau_decay'),
+      ('percentile', dict(mask_percentile=101.0), 'mask_percentile'),
+      ('reg_steps_word', dict(reg_steps='often'), 'reg_steps'),
+      ('keep_probability', dict(keep_probability=1.5), 'keep probability q'),
+      ('weighting', dict(mask_weighting='by_size'), 'by_size'),
+      ('rounds', dict(rounds=0), 'rounds must be an int >= 1'),
+      ('batch_size', dict(batch_size=-1), 'batch_size'),
+      ('clients_per_round', dict(clients_per_round=11), r'clients_per_round \(11\) must be in'),
+      ('sampler', dict(client_sampling='round_robin'), 'Unknown client sampling'),
+      ('partition', dict(partition='pathological'), 'Unknown partition'),
+      ('source_for_images', dict(task='mnist_cnn', source='text'), "Unknown source 'text'"),
+      ('source_for_digits', dict(source='npz'), 'ships with scikit-learn'),
+      ('storage', dict(client_state_storage='cloud'), 'client_state_storage'),
+      ('execution', dict(execution='cluster'), 'Unknown execution'),
+      ('workers_without_remote', dict(workers=('h:1',)), 'execution is local'),
+      ('threads', dict(execution='inprocess', client_threads=0), 'client threads'))
+  def test_bad_values_are_one_clear_error(self, overrides, message):
+    with self.assertRaisesRegex(config_lib.ConfigError, message):
+      config_lib.validate(_config(self.get_temp_dir(), **overrides))
+
+  def test_defaults_and_authors_settings_are_valid(self):
+    config_lib.validate(_config(self.get_temp_dir()))
+    config_lib.validate(_config(self.get_temp_dir(), task='mnist_cnn', clients_per_round=3,
+                                client_sampling='python_random', reg_steps='all',
+                                algorithms=('flare', 'ec', 'ef21_dense', 'ec_ffl')))
+
+  def test_unwritable_output_dir(self):
+    blocker = os.path.join(self.get_temp_dir(), 'a_file')
+    with open(blocker, 'w') as f:
+      f.write('x')
+    with self.assertRaisesRegex(config_lib.ConfigError, 'is not writable'):
+      config_lib.validate(_config(f'{blocker}/sub'))
+
+
+class CompareForResumeTest(tf.test.TestCase):
+
+  def test_results_changing_fields_are_refused_by_name(self):
+    recorded = config_lib.as_dict(_config('out', tau=0.05, keep_percent=0.001))
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                r'keep_percent: 0.001 then, 0.01 now; tau: 0.05 then, 0.5 now'):
+      config_lib.compare_for_resume(recorded, _config('out', tau=0.5, keep_percent=0.01))
+
+  def test_rounds_evaluation_checkpoints_and_execution_may_change(self):
+    recorded = config_lib.as_dict(_config('out', rounds=10))
+    changed = config_lib.compare_for_resume(
+        recorded, _config('out', rounds=30, eval_every=5, checkpoint_every=2,
+                          execution='inprocess', client_threads=2))
+    self.assertEqual(changed, dict(rounds=[10, 30], eval_every=[10, 5],
+                                   checkpoint_every=[10, 2], execution=['local', 'inprocess'],
+                                   client_threads=[None, 2]))
+    self.assertEqual(config_lib.compare_for_resume(recorded, _config('out', rounds=10)), {})
+
+
+if __name__ == '__main__':
+  tf.test.main()

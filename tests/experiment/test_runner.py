@@ -1,0 +1,130 @@
+"""Tests of `tff_flare.experiment.runner`: resume, refused configurations, data errors."""
+
+import json
+import os
+import pathlib
+import shutil
+
+import numpy as np
+import tensorflow as tf
+
+from tff_flare.experiment import config as config_lib
+from tff_flare.experiment import runner
+from tff_flare.simulation import hooks
+
+
+def _config(output_dir, **overrides):
+  values = dict(output_dir=str(output_dir), task='digits_demo',
+                algorithms=('flare', 'ef21', 'fedavg'), rounds=3, clients_per_round=3,
+                eval_every=2, checkpoint_every=1, execution='inprocess')
+  values.update(overrides)
+  return config_lib.ExperimentConfig(**values)
+
+
+def _run(config):
+  lines = []
+  summary = runner.run_experiment(config, log=lines.append)
+  return summary, lines
+
+
+class ResumeTest(tf.test.TestCase):
+
+  def test_a_changed_configuration_is_refused_and_longer_rounds_are_recorded(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'run'
+    _run(_config(output, rounds=2))
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                r'another configuration \(keep_percent: 0.001 then, 0.01 now; '
+                                r'tau: 0.05 then, 0.5 now\)'):
+      _run(_config(output, rounds=4, tau=0.5, keep_percent=0.01))
+    summary, lines = _run(_config(output, rounds=4))
+    self.assertIn('Resuming from the checkpoint after round 1.', lines)
+    self.assertIn("Resuming with changed settings: rounds 2 -> 4", lines)
+    record = json.loads((output / 'config.json').read_text())
+    self.assertEqual(record['changes'][0]['changed'], dict(rounds=[2, 4]))
+    self.assertEqual(summary['changes'], record['changes'])
+    whole, _ = _run(_config(pathlib.Path(self.get_temp_dir()) / 'whole', rounds=4))
+    self.assertEqual(summary['final_eval'], whole['final_eval'])
+
+  def test_both_kept_checkpoints_resume_with_either_store(self):
+    for storage in ('memory', 'disk'):
+      base = pathlib.Path(self.get_temp_dir()) / storage
+      whole, _ = _run(_config(base / 'whole', client_state_storage=storage))
+      output = base / 'run'
+      _run(_config(output, client_state_storage=storage))
+      checkpoints = sorted(os.listdir(output / 'checkpoints'))
+      self.assertEqual(checkpoints, ['program_state_2', 'program_state_3'])
+      shutil.rmtree(output / 'checkpoints' / 'program_state_3')  # Lost: resume from the older.
+      summary, lines = _run(_config(output, client_state_storage=storage))
+      self.assertIn('Resuming from the checkpoint after round 1.', lines)
+      self.assertEqual(summary['final_eval'], whole['final_eval'], storage)
+
+  def test_a_local_checkpoint_resumes_in_process(self):
+    base = pathlib.Path(self.get_temp_dir())
+    whole, _ = _run(_config(base / 'whole', rounds=4))
+    _run(_config(base / 'mixed', rounds=2, execution='local'))
+    summary, lines = _run(_config(base / 'mixed', rounds=4))
+    self.assertIn("Resuming with changed settings: rounds 2 -> 4, execution 'local' -> "
+                  "'inprocess'", lines)
+    for name, result in whole['final_eval'].items():
+      self.assertAllClose(summary['final_eval'][name], result, rtol=1e-5, msg=name)
+
+  def test_corrupt_checkpoint_is_a_clear_error(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'corrupt'
+    bad = output / 'checkpoints' / 'program_state_3'
+    bad.mkdir(parents=True)
+    (bad / 'saved_model.pb').write_bytes(b'garbage')
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                r'Checkpoint 3 under .*cannot be restored .* start over'):
+      _run(_config(output, algorithms=('ec',), rounds=4))
+
+
+class BadRunTest(tf.test.TestCase):
+
+  def test_data_source_errors_are_one_line(self):
+    base = pathlib.Path(self.get_temp_dir())
+    corrupt = base / 'corrupt.npz'
+    corrupt.write_bytes(b'not a zip file')
+    for path, message in ((base / 'missing.npz', 'missing.npz does not exist'),
+                          (corrupt, 'is not a readable .npz file')):
+      with self.assertRaisesRegex(config_lib.ConfigError, message):
+        _run(_config(base / 'out', task='mnist_cnn', source='npz', data_path=str(path)))
+
+  def test_a_diverged_round_stops_the_run_unless_allowed(self):
+    config = _config(pathlib.Path(self.get_temp_dir()) / 'nan', algorithms=('fedavg',),
+                     learning_rate=1e30, rounds=4)
+    with self.assertRaisesRegex(hooks.NonFiniteRoundError,
+                                r'Round \d: every client of fedavg \(3\) returned non-finite'):
+      _run(config)
+    config = _config(pathlib.Path(self.get_temp_dir()) / 'nan_allowed', algorithms=('fedavg',),
+                     learning_rate=1e30, rounds=4, allow_nonfinite_rounds=True)
+    summary, _ = _run(config)
+    self.assertEqual(summary['rounds'], 4)
+
+
+class MaskingExperimentTest(tf.test.TestCase):
+
+  def test_mask_processes_side_by_side_with_fedavg(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'minibatch_iid'
+    config = _config(output, algorithms=('fedavg', 'mask_none', 'mask_independent',
+                                         'mask_synchronized'),
+                     rounds=2, eval_every=1, clients_per_round=4, keep_probability=0.5,
+                     num_mask_draws=2)
+    summary, _ = _run(config)
+    final = summary['final_eval']
+    # No mask is FedAvg exactly; masks change the model.
+    self.assertEqual(final['mask_none'], final['fedavg'])
+    self.assertNotEqual(final['mask_independent'], final['fedavg'])
+    self.assertNotEqual(final['mask_synchronized'], final['mask_independent'])
+    with open(output / 'metrics.csv') as f:
+      header = f.readline().strip().split(',')
+      row = dict(zip(header, f.readlines()[1].strip().split(',')))
+    for name in ('mask_none', 'mask_independent', 'mask_synchronized'):
+      self.assertEqual(float(row[f'{name}/train/survival/s_max']), 4.0)  # Uniform, K = 4.
+      self.assertGreater(float(row[f'{name}/train/survival/survival_empirical']), 0.0)
+    self.assertNotIn('fedavg/train/survival/survival', row)
+    self.assertEqual(summary['where'], {name: 'in-process' for name in final})
+    self.assertTrue(np.isfinite(final['fedavg']['loss']))
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -1,0 +1,147 @@
+"""Tests of `tff_flare.client_state`: the in-memory and the on-disk client-state stores."""
+
+import collections
+import os
+import tempfile
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+from tff_flare.simulation import client_state
+
+
+def _initial():
+  return collections.OrderedDict(accumulator=[np.zeros((2, 3), np.float32),
+                                              np.zeros((3,), np.float32)])
+
+
+def _state(value):
+  return collections.OrderedDict(accumulator=[np.full((2, 3), value, np.float32),
+                                              np.full((3,), value, np.float32)])
+
+
+class ClientStateStoreTest(tf.test.TestCase, parameterized.TestCase):
+  """The behaviour both stores share (each test runs on both)."""
+
+  def _store(self, kind):
+    if kind == 'memory':
+      return client_state.ClientStateStore(_initial)
+    return client_state.DiskClientStateStore(_initial, tempfile.mkdtemp(dir=self.get_temp_dir()))
+
+  @parameterized.parameters('memory', 'disk')
+  def test_new_client_gets_initial_state(self, kind):
+    store = self._store(kind)
+    self.assertNotIn('a', store)
+    self.assertAllEqual(store.get('a')['accumulator'][0], np.zeros((2, 3)))
+    self.assertEmpty(store)
+
+  @parameterized.parameters('memory', 'disk')
+  def test_update_only_touches_given_clients(self, kind):
+    store = self._store(kind)
+    new = collections.OrderedDict(accumulator=[np.ones((2, 3), np.float32),
+                                               np.ones((3,), np.float32)])
+    store.update(['a'], [new])
+    self.assertAllEqual(store.get('a')['accumulator'][1], np.ones(3))
+    self.assertAllEqual(store.get('b')['accumulator'][1], np.zeros(3))
+    self.assertEqual(store.client_ids(), ['a'])
+
+  @parameterized.parameters('memory', 'disk')
+  def test_mismatched_structure_shape_dtype(self, kind):
+    store = self._store(kind)
+    bad_structure = collections.OrderedDict(accumulator=[np.zeros((2, 3), np.float32)])
+    bad_shape = collections.OrderedDict(accumulator=[np.zeros((3, 2), np.float32),
+                                                     np.zeros((3,), np.float32)])
+    bad_dtype = collections.OrderedDict(accumulator=[np.zeros((2, 3), np.float64),
+                                                     np.zeros((3,), np.float32)])
+    for bad in (bad_structure, bad_shape, bad_dtype):
+      with self.assertRaisesRegex(client_state.ClientStateMismatchError, "'a'"):
+        store.update(['a'], [bad])
+    self.assertNotIn('a', store)
+    with self.assertRaisesRegex(client_state.ClientStateMismatchError, '2 client ids but 1'):
+      store.update(['a', 'b'], [_initial()])
+
+  @parameterized.parameters('memory', 'disk')
+  def test_dict_round_trip(self, kind):
+    store = self._store(kind)
+    store.update(['x'], [_state(2.0)])
+    other = self._store(kind)
+    other.load_dict(store.as_dict())
+    self.assertEqual(other.client_ids(), ['x'])
+    self.assertAllEqual(other.get('x')['accumulator'][0], np.full((2, 3), 2.0))
+
+  @parameterized.parameters('memory', 'disk')
+  def test_checkpoint_restores_states_of_that_time(self, kind):
+    store = self._store(kind)
+    ids = ['a', 'b', 'c']
+    store.update(['a', 'b'], [_state(1.0), _state(2.0)])
+    saved = [np.copy(a) for a in store.checkpoint_arrays(ids)]
+    store.commit(1, [1])
+    store.update(['a', 'c'], [_state(5.0), _state(6.0)])  # Rounds after the checkpoint.
+    store.restore_checkpoint_arrays(ids, saved)
+    self.assertAllEqual(store.get('a')['accumulator'][1], np.full(3, 1.0))
+    self.assertAllEqual(store.get('b')['accumulator'][1], np.full(3, 2.0))
+    self.assertAllEqual(store.get('c')['accumulator'][1], np.zeros(3))
+    store.update(['a'], [_state(7.0)])  # The next round writes over the lost rounds' files.
+    self.assertAllEqual(store.get('a')['accumulator'][0], np.full((2, 3), 7.0))
+
+
+class DiskClientStateStoreTest(tf.test.TestCase):
+
+  def test_states_are_memory_mapped_files(self):
+    directory = tempfile.mkdtemp(dir=self.get_temp_dir())
+    store = client_state.DiskClientStateStore(_initial, directory)
+    store.update(['role with spaces/and slash'], [_state(3.0)])
+    leaf = store.get('role with spaces/and slash')['accumulator'][0]
+    self.assertIsInstance(leaf, np.memmap)
+    self.assertAllEqual(leaf, np.full((2, 3), 3.0))
+    self.assertLen(os.listdir(directory), 1)
+
+  def test_commit_keeps_only_current_generation(self):
+    directory = tempfile.mkdtemp(dir=self.get_temp_dir())
+    store = client_state.DiskClientStateStore(_initial, directory)
+    for value in (1.0, 2.0, 3.0):
+      store.update(['a'], [_state(value)])
+    (client_dir,) = [os.path.join(directory, d) for d in os.listdir(directory)]
+    self.assertLen(os.listdir(client_dir), 6)  # 3 generations x 2 leaves.
+    store.commit(3, [3])
+    self.assertLen(os.listdir(client_dir), 2)
+    self.assertAllEqual(store.get('a')['accumulator'][1], np.full(3, 3.0))
+
+  def test_both_kept_checkpoints_can_be_restored(self):
+    directory = tempfile.mkdtemp(dir=self.get_temp_dir())
+    store = client_state.DiskClientStateStore(_initial, directory)
+    saved = {}
+    for version, value in ((1, 1.0), (2, 2.0), (3, 3.0)):
+      store.update(['a'], [_state(value)])
+      saved[version] = [np.copy(x) for x in store.checkpoint_arrays(['a'])]
+      store.commit(version, [v for v in (version - 1, version) if v >= 1])
+    store.update(['a'], [_state(4.0)])  # A round after the last checkpoint.
+    for version in (2, 3):  # Kept: checkpoints 2 and 3.
+      store.restore_checkpoint_arrays(['a'], saved[version])
+      self.assertAllEqual(store.get('a')['accumulator'][1], np.full(3, float(version)))
+    with self.assertRaisesRegex(client_state.ClientStateMismatchError, 'cannot be read'):
+      store.restore_checkpoint_arrays(['a'], saved[1])  # Deleted with checkpoint 1.
+    # Restored to checkpoint 2, the run goes on without overwriting checkpoint 3's files.
+    store.restore_checkpoint_arrays(['a'], saved[2])
+    store.update(['a'], [_state(5.0)])
+    store.restore_checkpoint_arrays(['a'], saved[3])
+    self.assertAllEqual(store.get('a')['accumulator'][1], np.full(3, 3.0))
+
+  def test_missing_file_and_wrong_checkpoint_are_clear_errors(self):
+    directory = tempfile.mkdtemp(dir=self.get_temp_dir())
+    store = client_state.DiskClientStateStore(_initial, directory)
+    store.update(['a'], [_state(1.0)])
+    saved = store.checkpoint_arrays(['a'])
+    memory_checkpoint = client_state.ClientStateStore(_initial).checkpoint_arrays(['a'])
+    with self.assertRaisesRegex(client_state.ClientStateMismatchError, 'disk store'):
+      store.restore_checkpoint_arrays(['a'], memory_checkpoint)
+    for root, _, files in os.walk(directory):
+      for name in files:
+        os.remove(os.path.join(root, name))
+    with self.assertRaisesRegex(client_state.ClientStateMismatchError, "client 'a'"):
+      store.restore_checkpoint_arrays(['a'], saved)
+
+
+if __name__ == '__main__':
+  tf.test.main()

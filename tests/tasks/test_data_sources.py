@@ -1,0 +1,217 @@
+"""Tests of `tff_flare.tasks.data_sources`: every source through its real code path."""
+
+import collections
+import os
+import pathlib
+import tarfile
+from unittest import mock
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_datasets as tfds
+import tensorflow_federated as tff
+from tensorflow_federated.python.simulation.datasets import sql_client_data_utils
+
+from tff_flare.tasks import data_sources
+
+PLAY = """First Citizen:
+Before we proceed any further, hear me speak.
+
+All:
+Speak, speak.
+
+First Citizen:
+You are all resolved rather to die than to famish?
+
+All:
+Resolved. resolved.
+
+MENENIUS:
+Only once.
+
+First Citizen:
+First, you know Caius Marcius is chief enemy
+to the people.
+"""
+
+
+class TfdsSourceTest(tf.test.TestCase):
+
+  def test_mock_data_through_tfds_load(self):
+    for name, shape in data_sources.IMAGE_DATASETS.items():
+      with tfds.testing.mock_data(num_examples=12):
+        arrays = data_sources.load_images(name, 'tfds')
+      self.assertEqual(arrays.x_train.shape, (12,) + shape)
+      self.assertEqual(arrays.x_train.dtype, np.uint8)
+      self.assertEqual(arrays.y_test.shape, (12,))
+      self.assertEqual(arrays.y_train.dtype, np.int64)
+
+  def test_keras_loader_is_the_default_and_its_failure_one_line(self):
+    rng = np.random.default_rng(0)
+    arrays = ((rng.integers(0, 256, (6, 28, 28), dtype=np.uint8), np.arange(6, dtype=np.uint8)),
+              (rng.integers(0, 256, (2, 28, 28), dtype=np.uint8), np.arange(2, dtype=np.uint8)))
+    with mock.patch.object(tf.keras.datasets.mnist, 'load_data', return_value=arrays):
+      loaded = data_sources.load_images('mnist')
+    self.assertEqual(loaded.x_train.shape, (6, 28, 28, 1))
+    self.assertAllEqual(loaded.x_train[..., 0], arrays[0][0])  # Keras order, untouched.
+    self.assertEqual(loaded.y_train.dtype, np.int64)
+    with mock.patch.object(tf.keras.datasets.cifar10, 'load_data',
+                           side_effect=OSError('no network')):
+      with self.assertRaisesRegex(data_sources.DataSourceError,
+                                  r'cifar10.load_data\(\) failed \(OSError: no network\). '
+                                  'Without internet, use --source=npz'):
+        data_sources.load_images('cifar10')
+
+  def test_shared_mnist_npz_is_in_keras_order(self):
+    shared = pathlib.Path(__file__).resolve().parents[3] / 'shared' / 'datasets' / 'mnist.npz'
+    if not shared.exists():
+      if os.environ.get('TFF_FLARE_REQUIRE_SHARED') == '1':
+        self.fail(f'{shared} is missing.')
+      self.skipTest(f'{shared} is not here.')
+    arrays = data_sources.load_images('mnist', 'npz', str(shared))
+    # Keras's MNIST begins 5 0 4 1 9 2 1 3 1 4 (TFDS's records begin otherwise), and its
+    # test set 7 2 1 0 4 1 4 9 5 9: the authors' contiguous clients are these slices.
+    self.assertEqual(list(arrays.y_train[:10]), [5, 0, 4, 1, 9, 2, 1, 3, 1, 4])
+    self.assertEqual(list(arrays.y_test[:10]), [7, 2, 1, 0, 4, 1, 4, 9, 5, 9])
+    self.assertEqual(arrays.x_train.shape, (60000, 28, 28, 1))
+
+  def test_unknown_name_and_source(self):
+    with self.assertRaisesRegex(data_sources.DataSourceError, 'Unknown image data set'):
+      data_sources.load_images('svhn')
+    with self.assertRaisesRegex(data_sources.DataSourceError, 'Unknown image source'):
+      data_sources.load_images('mnist', 'csv', '/tmp/x')
+
+
+class NpzSourceTest(tf.test.TestCase):
+
+  def test_keras_layout(self):
+    path = os.path.join(self.get_temp_dir(), 'mnist.npz')
+    rng = np.random.default_rng(0)
+    np.savez(path, x_train=rng.integers(0, 255, (6, 28, 28), dtype=np.uint8),
+             y_train=np.arange(6, dtype=np.uint8), x_test=np.zeros((2, 28, 28), np.uint8),
+             y_test=np.ones(2, np.uint8))
+    arrays = data_sources.load_images('mnist', 'npz', path)
+    self.assertEqual(arrays.x_train.shape, (6, 28, 28, 1))
+    self.assertAllEqual(arrays.y_train, np.arange(6))
+
+  def test_missing_malformed_and_wrong_shape(self):
+    directory = self.get_temp_dir()
+    with self.assertRaisesRegex(data_sources.DataSourceError, 'nothere.npz does not exist'):
+      data_sources.load_images('mnist', 'npz', os.path.join(directory, 'nothere.npz'))
+    corrupt = os.path.join(directory, 'corrupt.npz')
+    pathlib.Path(corrupt).write_bytes(b'not a zip file at all')
+    with self.assertRaisesRegex(data_sources.DataSourceError, 'corrupt.npz'):
+      data_sources.load_images('mnist', 'npz', corrupt)
+    partial = os.path.join(directory, 'partial.npz')
+    np.savez(partial, x_train=np.zeros((2, 28, 28), np.uint8))
+    with self.assertRaisesRegex(data_sources.DataSourceError, r"partial.npz lacks.*x_test"):
+      data_sources.load_images('mnist', 'npz', partial)
+    wrong = os.path.join(directory, 'wrong.npz')
+    np.savez(wrong, x_train=np.zeros((2, 32, 32, 3), np.uint8), y_train=np.zeros(2),
+             x_test=np.zeros((2, 32, 32, 3), np.uint8), y_test=np.zeros(2))
+    with self.assertRaisesRegex(data_sources.DataSourceError, 'expected'):
+      data_sources.load_images('mnist', 'npz', wrong)
+    with self.assertRaisesRegex(data_sources.DataSourceError, 'needs a path'):
+      data_sources.load_images('mnist', 'npz')
+
+
+def _write_imagefolder(root: pathlib.Path):
+  """train: 2 cats (label 0 by sort order... 'bird' < 'cat'), 1 bird; test: one of each."""
+  rng = np.random.default_rng(1)
+  images = {}
+  for split, counts in (('train', {'cat': 2, 'bird': 1}), ('test', {'cat': 1, 'bird': 1})):
+    for name, count in counts.items():
+      (root / split / name).mkdir(parents=True)
+      for i in range(count):
+        image = rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)
+        (root / split / name / f'{i:04d}.png').write_bytes(tf.io.encode_png(image).numpy())
+        images[(split, name, i)] = image
+  return images
+
+
+class ImageFolderSourceTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    os.environ['TFF_FLARE_CACHE'] = os.path.join(self.get_temp_dir(), 'cache')
+
+  def test_directory_and_tar_gz(self):
+    root = pathlib.Path(self.get_temp_dir()) / 'images'
+    images = _write_imagefolder(root)
+    arrays = data_sources.load_images('cifar10', 'imagefolder', str(root))
+    # Folder order bird 0, cat 0, cat 1 (labels by sorted class name), then the fixed shuffle.
+    folder_order = [('bird', 0, 0), ('cat', 0, 1), ('cat', 1, 1)]
+    order = np.random.default_rng(data_sources.IMAGEFOLDER_SHUFFLE_SEED).permutation(3)
+    self.assertAllEqual(arrays.y_train, [folder_order[i][2] for i in order])
+    for position, i in enumerate(order):
+      name, index, _ = folder_order[i]
+      self.assertAllEqual(arrays.x_train[position], images[('train', name, index)])
+    archive = pathlib.Path(self.get_temp_dir()) / 'images.tar.gz'
+    with tarfile.open(archive, 'w:gz') as tar:
+      tar.add(root, arcname='cifar')
+    from_tar = data_sources.load_images('cifar10', 'imagefolder', str(archive))
+    self.assertAllEqual(from_tar.x_test, arrays.x_test)
+    # The second load reads the decoded cache.
+    self.assertNotEmpty(os.listdir(os.environ['TFF_FLARE_CACHE']))
+    again = data_sources.load_images('cifar10', 'imagefolder', str(archive))
+    self.assertAllEqual(again.x_train, arrays.x_train)
+
+  def test_malformed(self):
+    bad = pathlib.Path(self.get_temp_dir()) / 'bad.tar.gz'
+    bad.write_bytes(b'\x1f\x8b not really gzip')
+    with self.assertRaisesRegex(data_sources.DataSourceError, 'bad.tar.gz'):
+      data_sources.load_images('cifar10', 'imagefolder', str(bad))
+    empty = pathlib.Path(self.get_temp_dir()) / 'empty_folder'
+    empty.mkdir()
+    with self.assertRaisesRegex(data_sources.DataSourceError, 'no train/ directory'):
+      data_sources.load_images('cifar10', 'imagefolder', str(empty))
+
+
+class ShakespeareSourceTest(tf.test.TestCase):
+
+  def test_play_split_one_client_per_speaker(self):
+    train, test = data_sources.split_play_by_speaker(PLAY, test_fraction=0.2)
+    self.assertEqual(sorted(train), ['All', 'First Citizen'])  # MENENIUS has one turn.
+    self.assertEqual(train['First Citizen'], [
+        'Before we proceed any further, hear me speak.',
+        'You are all resolved rather to die than to famish?'])
+    self.assertEqual(test['First Citizen'],
+                     ['First, you know Caius Marcius is chief enemy\nto the people.'])
+    self.assertEqual(train['All'], ['Speak, speak.'])
+    self.assertEqual(test['All'], ['Resolved. resolved.'])
+
+  def test_text_source(self):
+    path = os.path.join(self.get_temp_dir(), 'play.txt')
+    pathlib.Path(path).write_text(PLAY)
+    train, test = data_sources.load_shakespeare('text', path)
+    self.assertEqual(train.client_ids, ['All', 'First Citizen'])
+    snippets = [e['snippets'].numpy() for e in train.create_tf_dataset_for_client('All')]
+    self.assertEqual(snippets, [b'Speak, speak.'])
+    self.assertEqual(test.client_ids, train.client_ids)
+    empty = os.path.join(self.get_temp_dir(), 'empty.txt')
+    pathlib.Path(empty).write_text('no speakers here\n')
+    with self.assertRaisesRegex(data_sources.DataSourceError, 'empty.txt has no speaker'):
+      data_sources.load_shakespeare('text', empty)
+    with self.assertRaisesRegex(data_sources.DataSourceError, 'does not exist'):
+      data_sources.load_shakespeare('text', path + '.missing')
+
+  def test_tff_loader_reads_a_cached_database(self):
+    # TFF's real loader, pointed at a cache dir that already holds a (tiny) database.
+    cache_dir = self.get_temp_dir()
+    synthetic = tff.simulation.datasets.shakespeare.get_synthetic()
+    ids = synthetic.client_ids
+    sql_client_data_utils.save_to_sql_client_data(
+        ids + [f'{c}_test' for c in ids],
+        lambda cid: synthetic.create_tf_dataset_for_client(cid.replace('_test', '')),
+        os.path.join(cache_dir, 'shakespeare.sqlite'),
+        split_names_by_client_id={**{c: 'train' for c in ids},
+                                  **{f'{c}_test': 'test' for c in ids}})
+    train, test = data_sources.load_shakespeare('tff', cache_dir)
+    self.assertEqual(train.client_ids, sorted(ids))
+    first = next(iter(train.create_tf_dataset_for_client(ids[0])))
+    self.assertEqual(first['snippets'].dtype, tf.string)
+    self.assertLen(test.client_ids, len(ids))
+
+
+if __name__ == '__main__':
+  tf.test.main()

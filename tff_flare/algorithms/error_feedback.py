@@ -1,0 +1,57 @@
+"""Error feedback, the toolbox of EC, EC+FedProx, EC-FFL and FLARE: the client's accumulator.
+
+A client keeps an accumulator `a` (zero at the start, shaped like the model's trainable
+weights). Each round it adds its local delta, sends the top-k of the sum and keeps the rest
+(`docs/faithfulness.md` R4):
+
+    u = delta + a,   y = TopK_R(u),   a <- u - y.
+"""
+
+import collections
+from collections.abc import Sequence
+
+import tensorflow as tf
+
+from tff_flare.algorithms import composer
+from tff_flare.algorithms import parts
+from tff_flare.algorithms import sparsification
+
+ACCUMULATOR = 'accumulator'
+
+
+def zero_accumulator(specs: Sequence[tf.TensorSpec]) -> collections.OrderedDict:
+  """A new client's state: `OrderedDict(accumulator=[zeros shaped like each weight])`."""
+  return collections.OrderedDict([(ACCUMULATOR, [tf.zeros(s.shape, s.dtype) for s in specs])])
+
+
+def compress(delta, accumulator, keep_percent, rule: sparsification.TopKRule
+             ) -> parts.ClientOutput:
+  """The error-feedback step, as a client's output.
+
+  Args:
+    delta: list of tensors, the local model delta `w - s`.
+    accumulator: list of tensors shaped like `delta`, the residual kept from earlier rounds.
+    keep_percent: the paper's R, in percent (a float, or a float32 tensor).
+    rule: the top-k rule.
+
+  Returns:
+    A `parts.ClientOutput` whose message is `sent = TopK_R(delta + accumulator)` (and its
+    nonzeros the `entries_sent`) and whose state is
+    `OrderedDict(accumulator=delta + accumulator - sent)`.
+  """
+  corrected = [d + a for d, a in zip(delta, accumulator)]
+  sent, residual = sparsification.sparsify(corrected, keep_percent, rule)
+  return parts.ClientOutput(
+      message=sent, client_state=collections.OrderedDict([(ACCUMULATOR, residual)]),
+      counters=collections.OrderedDict(entries_sent=sparsification.count_nonzero(sent)))
+
+
+def validate_compression(model_fn, keep_percent: float, rule: sparsification.TopKRule) -> None:
+  """Checks `keep_percent` and `rule` against every trainable tensor of the model.
+
+  Raises:
+    ValueError: an R outside (0, 100], or one the authors' rule cannot apply to a tensor.
+  """
+  specs = composer.trainable_specs(model_fn)
+  sparsification.check_rule_fits([s.shape for s in specs], keep_percent, rule,
+                                 composer.trainable_names(model_fn))

@@ -1,0 +1,103 @@
+"""FLARE: top-k error correction with a masked L1 pull toward `server + accumulator`.
+
+Round r, client i with accumulator `a_i` (`docs/faithfulness.md` R5):
+
+  1. `tau_r = tau / tau_decay**(r + 1)` (the authors decay before round 0; Q8).
+  2. Per regularized tensor, the mask `m = 1[|a_i| > percentile_t(|a_i|)]` (`mask_percentile`
+     is the paper's t; strict comparison; empty in round 0 since `a_i = 0`).
+  3. Local training from `s`: the first `reg_steps` steps (the paper's p) minimise
+     `f + tau_r * sum m * |w - (s + a_i)|`, the remaining steps minimise `f` alone; by default
+     the optimizer state is re-created before step p+1, reproducing the authors' two-model
+     switch (Q7).
+  4. `u_i = (w_i - s) + a_i`, send `y_i = TopK_R(u_i)`, keep `a_i <- u_i - y_i`.
+
+The server adds the unweighted mean of the `y_i` (SGD, lr 1). With `tau = 0` FLARE equals EC
+wherever the two-model switch cannot matter (one local step, no momentum, or the switch off).
+"""
+
+from collections.abc import Callable
+import functools
+from typing import Optional, Union
+
+import tensorflow_federated as tff
+
+from tff_flare.algorithms import composer
+from tff_flare.algorithms import error_feedback
+from tff_flare.algorithms import local_training
+from tff_flare.algorithms import parts
+from tff_flare.algorithms import regularizers
+from tff_flare.algorithms import schedules
+from tff_flare.algorithms import sparsification
+
+
+def _flare_client_update(model, optimizer, server_weights, params, dataset, client_state,
+                         client_input, *, keep_percent, rule, regularized, mask_percentile,
+                         reg_steps, restart_optimizer_after_reg_steps):
+  del client_input  # FLARE takes no per-client input.
+  accumulator = client_state[error_feedback.ACCUMULATOR]
+  masks = regularizers.flare_masks(accumulator, regularized, mask_percentile)
+  targets = [s + a for s, a in zip(server_weights.trainable, accumulator)]
+  tau = params['tau']
+  result = local_training.train_locally(
+      model, optimizer, server_weights, dataset,
+      penalty_gradient_fn=lambda w: regularizers.flare_penalty_gradient(w, targets, masks, tau),
+      penalized_steps=reg_steps,
+      restart_optimizer_after_penalty=restart_optimizer_after_reg_steps)
+  return error_feedback.compress(local_training.model_delta(result, server_weights),
+                                 accumulator, keep_percent, rule)
+
+
+def build_flare(
+    model_fn: composer.ModelFn,
+    *,
+    keep_percent: float,
+    client_optimizer: tff.learning.optimizers.Optimizer,
+    tau: float,
+    tau_decay: float,
+    mask_percentile: float = 50.0,
+    reg_steps: Union[int, str] = 1,
+    restart_optimizer_after_reg_steps: bool = True,
+    rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS,
+    is_regularized: Optional[Callable[[str], bool]] = None,
+    server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
+) -> composer.AlgorithmProcess:
+  """Builds FLARE.
+
+  Args:
+    model_fn: no-arg callable returning a new `tff.learning.models.VariableModel`.
+    keep_percent: the paper's R, the percentage of entries of each tensor to send.
+    client_optimizer: local optimizer, re-initialized every round.
+    tau: TAU, the L1 strength before decay (>= 0; 0 switches the pull off).
+    tau_decay: c (> 0); round r uses `tau / tau_decay**(r + 1)`.
+    mask_percentile: t in [0, 100]; coordinates whose `|a|` exceeds this percentile of their
+      tensor's `|a|` are pulled.
+    reg_steps: p >= 0, the number of leading local steps that carry the pull, or
+      `local_training.ALL_STEPS` ('all') for every step (the authors' GRU variant).
+    restart_optimizer_after_reg_steps: re-create the optimizer state (zero momentum) after the
+      p-th step, as the authors' two-model switch does.
+    rule: top-k rule; `TopKRule.AUTHORS` reproduces the authors' counts.
+    is_regularized: predicate on a trainable variable's name (e.g. to leave out an
+      embedding); default: every tensor.
+    server_optimizer: applied to the negated mean message; default SGD with lr 1.
+
+  Returns:
+    An `AlgorithmProcess` with client state `OrderedDict(accumulator=[...])`.
+
+  Raises:
+    ValueError: for an out-of-range `keep_percent`, `tau`, `tau_decay`, `mask_percentile`
+      or `reg_steps`.
+  """
+  regularizers.validate_percentile(mask_percentile)
+  local_training.validate_penalized_steps(reg_steps)
+  error_feedback.validate_compression(model_fn, keep_percent, rule)
+  client_update = functools.partial(
+      _flare_client_update, keep_percent=keep_percent, rule=rule,
+      regularized=regularizers.regularized_tensor_flags(composer.trainable_names(model_fn),
+                                                        is_regularized),
+      mask_percentile=mask_percentile, reg_steps=reg_steps,
+      restart_optimizer_after_reg_steps=restart_optimizer_after_reg_steps)
+  return composer.compose(
+      model_fn, parts.AlgorithmParts(client_update=client_update,
+                                     initial_client_state=error_feedback.zero_accumulator,
+                                     schedule=schedules.tau_schedule(tau, tau_decay)),
+      client_optimizer=client_optimizer, server_optimizer=server_optimizer)

@@ -1,0 +1,162 @@
+"""Per-tensor top-k sparsification of model updates.
+
+`keep_percent` is the paper's R: the percentage (not fraction) of a tensor's entries to keep,
+so `keep_percent=0.001` keeps 0.001 % = 1e-5 of the entries. Sparsification is applied to each
+tensor of a structure independently, never globally over the flattened model
+(`docs/faithfulness.md` R1, Q1-Q3).
+
+Two rules choose what survives in a tensor of `n` entries:
+
+* `TopKRule.AUTHORS` (default): `k = float32(keep_percent) / 100 * float32(n)`,
+  `k' = rne(k) + 2`, `v` = the `k'`-th largest magnitude (with duplicates), and entries with
+  `|x| > v` (strictly) survive. Without ties this keeps `rne(k) + 1` entries, at least one per
+  tensor; ties at `v` are dropped, so all-equal top magnitudes send nothing. `k' > n` is an
+  error (the authors' code crashes there), raised here when the builder runs.
+* `TopKRule.EXACT`: keeps exactly `k = max(1, rne(keep_percent / 100 * n))` entries, the
+  indices of `tf.math.top_k` of `|x|` (ties broken towards the lower index).
+
+Both return the sent part and the residual, with `sent + residual == x` exactly (each entry
+is in exactly one of them).
+
+`keep_percent` may also be a float32 scalar tensor that changes from round to round (EC-FFL's
+adaptive R'); under the authors' rule `k'` is then computed in the graph, with the same
+float32 arithmetic, and capped at `n` (where the authors' code would crash; a deliberate fix).
+"""
+
+import enum
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from tff_flare.algorithms import selection
+
+
+class TopKRule(enum.Enum):
+  """Which entries of a tensor survive top-k sparsification."""
+
+  AUTHORS = 'authors'
+  EXACT = 'exact'
+
+
+BYTES_PER_VALUE = 4  # float32 value.
+BYTES_PER_INDEX = 4  # int32 flat index within its tensor.
+
+
+def validate_keep_percent(keep_percent: float) -> None:
+  """Raises `ValueError` unless `0 < keep_percent <= 100` (the one check of R)."""
+  if not isinstance(keep_percent, (int, float)) or isinstance(keep_percent, bool):
+    raise ValueError(f'keep_percent must be a number, got {keep_percent!r}.')
+  if not 0.0 < keep_percent <= 100.0:
+    raise ValueError(
+        f'keep_percent must be in (0, 100] (a percentage: 0.001 keeps 0.001% of entries), '
+        f'got {keep_percent}.')
+
+
+def authors_cut_rank(num_elements: int, keep_percent: float) -> int:
+  """The authors' `k' = rne(float32(R) / 100 * float32(n)) + 2` for a tensor of `n` entries."""
+  k = np.float32(keep_percent) / np.float32(100.0) * np.float32(num_elements)
+  return int(np.round(k)) + 2
+
+
+def exact_keep_count(num_elements: int, keep_percent: float) -> int:
+  """Entries kept by `TopKRule.EXACT`: `max(1, rne(R / 100 * n))`, at most `n`."""
+  return min(num_elements, max(1, int(np.round(keep_percent / 100.0 * num_elements))))
+
+
+def kept_count_without_ties(num_elements: int, keep_percent: float, rule: TopKRule) -> int:
+  """Entries that survive in a tensor of `n` entries with distinct nonzero magnitudes."""
+  if rule == TopKRule.AUTHORS:
+    return min(num_elements, authors_cut_rank(num_elements, keep_percent) - 1)
+  return exact_keep_count(num_elements, keep_percent)
+
+
+def check_rule_fits(shapes: Sequence[tf.TensorShape], keep_percent: float,
+                    rule: TopKRule, names: Sequence[str] | None = None) -> None:
+  """Validates `keep_percent` and `rule` for tensors of these shapes.
+
+  Raises `ValueError` for an R outside (0, 100], an unknown rule, or where the authors' rule
+  would ask for more entries than a tensor has.
+
+  Args:
+    shapes: fully defined shapes of the tensors to sparsify.
+    keep_percent: the paper's R, in percent.
+    rule: the top-k rule.
+    names: optional names of the tensors, for the message.
+  """
+  validate_keep_percent(keep_percent)
+  if not isinstance(rule, TopKRule):
+    raise ValueError(f'rule must be a sparsification.TopKRule, got {rule!r}.')
+  if rule != TopKRule.AUTHORS:
+    return
+  for i, shape in enumerate(shapes):
+    n = int(tf.TensorShape(shape).num_elements())
+    cut = authors_cut_rank(n, keep_percent)
+    if cut > n:
+      name = names[i] if names else f'tensor {i}'
+      raise ValueError(
+          f'keep_percent={keep_percent} is too large for {name} with {n} entries under the '
+          f"authors' top-k rule: it needs the {cut}-th largest of {n} magnitudes (the authors' "
+          f'code crashes here). Lower keep_percent or use TopKRule.EXACT.')
+
+
+def authors_cut_rank_tf(num_elements: int, keep_percent: tf.Tensor) -> tf.Tensor:
+  """`authors_cut_rank` for a float32 tensor `keep_percent`, capped at `n` (int32 scalar)."""
+  k = tf.cast(keep_percent, tf.float32) / 100.0 * float(num_elements)
+  return tf.minimum(tf.cast(tf.round(k), tf.int32) + 2, num_elements)
+
+
+def _sparsify_tensor(x: tf.Tensor, keep_percent, rule: TopKRule) -> tf.Tensor:
+  """The sent part of one tensor (same shape and dtype as `x`)."""
+  n = x.shape.num_elements()
+  if rule == TopKRule.AUTHORS:
+    cut_rank = (authors_cut_rank_tf(n, keep_percent) if tf.is_tensor(keep_percent) else
+                authors_cut_rank(n, keep_percent))
+    magnitudes = tf.abs(x)
+    threshold = selection.kth_largest(magnitudes, cut_rank)
+    return tf.where(magnitudes > threshold, x, tf.zeros_like(x))
+  if tf.is_tensor(keep_percent):
+    raise TypeError('A tensor keep_percent needs the authors\' rule.')
+  k = exact_keep_count(n, keep_percent)
+  if k == n:
+    return tf.identity(x)
+  flat = tf.reshape(x, [-1])
+  indices = tf.math.top_k(tf.abs(flat), k=k, sorted=False).indices
+  sent = tf.scatter_nd(indices[:, tf.newaxis], tf.gather(flat, indices), [n])
+  return tf.reshape(sent, x.shape)
+
+
+def sparsify(structure, keep_percent: float, rule: TopKRule = TopKRule.AUTHORS):
+  """Top-k sparsifies every tensor of a structure independently.
+
+  Args:
+    structure: a nest of float tensors with fully defined shapes.
+    keep_percent: the paper's R, in percent, in (0, 100]; or a float32 scalar tensor (see
+      the module docstring).
+    rule: which entries survive (see the module docstring).
+
+  Returns:
+    `(sent, residual)`, two nests like `structure`: `sent` holds the surviving entries and
+    zeros elsewhere, `residual = structure - sent` (zero where an entry was sent).
+
+  Raises:
+    ValueError: for `keep_percent` outside (0, 100], or too large for a tensor under the
+      authors' rule (e.g. R = 100 always is: it asks for the (n+2)-th largest of n).
+  """
+  if not tf.is_tensor(keep_percent):
+    check_rule_fits([t.shape for t in tf.nest.flatten(structure)], keep_percent, rule)
+  sent = tf.nest.map_structure(lambda x: _sparsify_tensor(x, keep_percent, rule), structure)
+  # Each entry is either copied into `sent` or left zero there, so this difference is exact.
+  residual = tf.nest.map_structure(tf.subtract, structure, sent)
+  return sent, residual
+
+
+def count_nonzero(structure) -> tf.Tensor:
+  """Total number of nonzero entries of a nest of tensors, as an int64 scalar."""
+  counts = [tf.math.count_nonzero(t, dtype=tf.int64) for t in tf.nest.flatten(structure)]
+  return tf.add_n(counts) if counts else tf.constant(0, tf.int64)
+
+
+def sparse_encoding_bytes(nonzero_entries: tf.Tensor) -> tf.Tensor:
+  """Bytes of a (float32 value, int32 index) encoding of that many entries, int64."""
+  return tf.cast(nonzero_entries, tf.int64) * (BYTES_PER_VALUE + BYTES_PER_INDEX)

@@ -1,0 +1,84 @@
+"""TFF's own FedAvg and FedProx, configured like the paper's runs, for side-by-side comparison.
+
+These are `tff.learning.algorithms` processes, untouched: unweighted (every client counts
+the same, as in the authors' mean) and with a server SGD of learning rate 1. They are wrapped
+in this project's `AlgorithmProcess` interface (`composer`): `next` takes and returns the
+(empty) client states and inputs every process takes, and the metrics carry the same
+`train`, `communication` and `finalizer` parts. They have no `RoundFunctions`, so they run
+on TFF's runtime whatever the execution mode.
+"""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_flare.algorithms import composer
+from tff_flare.algorithms import sparsification
+
+
+def build_tff_fedavg(model_fn: composer.ModelFn, *,
+                     client_optimizer: tff.learning.optimizers.Optimizer
+                     ) -> composer.AlgorithmProcess:
+  """`tff.learning.algorithms.build_unweighted_fed_avg` with server SGD(lr=1)."""
+  return _adapt(tff.learning.algorithms.build_unweighted_fed_avg(
+      model_fn, client_optimizer_fn=client_optimizer,
+      server_optimizer_fn=composer.default_server_optimizer()), model_fn)
+
+
+def build_tff_fedprox(model_fn: composer.ModelFn, *,
+                      client_optimizer: tff.learning.optimizers.Optimizer,
+                      proximal_strength: float) -> composer.AlgorithmProcess:
+  """`tff.learning.algorithms.build_unweighted_fed_prox` with server SGD(lr=1).
+
+  TFF's term is `proximal_strength / 2 * ||w - s||^2` with a constant strength, unlike the
+  authors' "FedProx" (no 1/2, a decaying tau, plus error-corrected top-k; see `ec`).
+  """
+  return _adapt(tff.learning.algorithms.build_unweighted_fed_prox(
+      model_fn, proximal_strength=proximal_strength, client_optimizer_fn=client_optimizer,
+      server_optimizer_fn=composer.default_server_optimizer()), model_fn)
+
+
+def _adapt(process: tff.learning.templates.LearningProcess,
+           model_fn: composer.ModelFn) -> composer.AlgorithmProcess:
+  """`process` with this project's `next(state, data, client_states, client_inputs)`."""
+  num_parameters = sum(int(s.shape.num_elements()) for s in composer.trainable_specs(model_fn))
+  state_type = process.initialize.type_signature.result
+  data_type = process.next.type_signature.parameter[1]
+  empty = tff.FederatedType(tff.StructType([]), tff.CLIENTS)
+
+  @tff.tensorflow.computation
+  def initial_client_state():
+    return ()
+
+  @tff.tensorflow.computation(tff.StructType([]))
+  def one(_):
+    return tf.constant(1, tf.int64)
+
+  @tff.tensorflow.computation(np.int64)
+  def communication(num_clients):
+    # Each client sends its dense float32 delta.
+    entries = num_clients * num_parameters
+    return collections.OrderedDict(
+        entries_sent_total=entries,
+        bytes_sent_total=entries * sparsification.BYTES_PER_VALUE,
+        num_clients_total=num_clients,
+        entries_sent_per_client=tf.constant(float(num_parameters), tf.float64),
+        density=tf.constant(1.0, tf.float64))
+
+  @tff.federated_computation(state_type, data_type, empty, empty)
+  def next_fn(state, client_data, client_states, client_inputs):
+    output = process.next(state, client_data)
+    num_clients = tff.federated_sum(tff.federated_map(one, client_inputs))
+    metrics = tff.federated_zip(collections.OrderedDict(
+        train=output.metrics.client_work.train,
+        communication=tff.federated_map(communication, num_clients),
+        finalizer=output.metrics.finalizer))
+    return composer.RoundOutput(state=output.state, metrics=metrics,
+                                client_states=client_states)
+
+  return composer.AlgorithmProcess(
+      process.initialize, next_fn, initial_client_state=initial_client_state,
+      get_model_weights=process.get_model_weights,
+      set_model_weights=process.set_model_weights, num_trainable_parameters=num_parameters)

@@ -1,0 +1,179 @@
+"""No TFF worker outlives the Python process that started it.
+
+TFF's runtime runs computations in a C++ `worker_binary` subprocess. It inherits the
+parent's stdout/stderr, and one that outlives its parent holds the parent's output pipe open
+(a CI job then hangs). This module keeps that from happening, without touching TFF:
+
+  * `WorkerPopen` starts a process with a Linux parent-death signal, so the kernel ends it
+    when the process that started it dies, even by SIGKILL. The execution modes start their
+    TFF workers with it (`workers.LoopbackWorkers`; `--execution=local` starts one).
+  * `stop_local_workers()` ends every `worker_binary` child of this process (also one that
+    TFF's own default context started outside this project's execution modes).
+  * `install_process_cleanup()` is for binaries: it stops the workers at exit, on SIGTERM and
+    SIGHUP (then the process dies of that signal) and on Ctrl-C (then it exits at once with
+    status 130; see `_stop_workers_then_exit_130`). Importing this module does none of this.
+  * `stopping_local_workers()` is a context manager for a notebook or a script.
+"""
+
+import atexit
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+WORKER_BINARY_NAME = 'worker_binary'
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+  """In the forked child, before exec: get SIGKILL when the parent dies (Linux prctl)."""
+  libc = ctypes.CDLL(None, use_errno=True)
+  libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+class WorkerPopen(subprocess.Popen):
+  """`subprocess.Popen` whose child is killed by the kernel when its parent dies.
+
+  Linux sends the signal when the *thread* that started the child ends: start workers from
+  a thread that lives as long as they should (e.g. the main thread).
+  """
+
+  def __init__(self, args, **kwargs):
+    if sys.platform.startswith('linux'):
+      kwargs.setdefault('preexec_fn', _die_with_parent)
+    super().__init__(args, **kwargs)
+
+
+def _children_of(pid: int) -> list[int]:
+  children = []
+  for entry in os.listdir('/proc'):
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f'/proc/{entry}/stat', 'rb') as f:
+        fields = f.read().rsplit(b')', 1)[1].split()
+      if int(fields[1]) == pid:
+        children.append(int(entry))
+    except (OSError, IndexError, ValueError):
+      continue
+  return children
+
+
+def command_line(pid: int) -> str:
+  """The command line of process `pid` ('' if it is gone)."""
+  try:
+    with open(f'/proc/{pid}/cmdline', 'rb') as f:
+      return f.read().replace(b'\0', b' ').decode(errors='replace')
+  except OSError:
+    return ''
+
+
+def local_worker_pids() -> list[int]:
+  """Pids of TFF `worker_binary` processes started by this process."""
+  if not os.path.isdir('/proc'):
+    return []
+  return [pid for pid in _children_of(os.getpid())
+          if WORKER_BINARY_NAME in command_line(pid)]
+
+
+def stop_local_workers(timeout_s: float = 5.0) -> list[int]:
+  """Stops this process's TFF worker children (SIGINT, then SIGKILL); returns their pids."""
+  pids = local_worker_pids()
+  for pid in pids:
+    _signal(pid, signal.SIGINT)
+  deadline = time.monotonic() + timeout_s
+  remaining = list(pids)
+  while remaining and time.monotonic() < deadline:
+    remaining = [pid for pid in remaining if not _reap(pid)]
+    if remaining:
+      time.sleep(0.05)
+  for pid in remaining:
+    _signal(pid, signal.SIGKILL)
+    _reap(pid, block=True)
+  return pids
+
+
+def _signal(pid: int, signum: int) -> None:
+  try:
+    os.kill(pid, signum)
+  except ProcessLookupError:
+    pass
+
+
+def _reap(pid: int, block: bool = False) -> bool:
+  """True once `pid` has exited (and is reaped)."""
+  try:
+    done, _ = os.waitpid(pid, 0 if block else os.WNOHANG)
+    return done == pid
+  except ChildProcessError:
+    return True
+
+
+@contextlib.contextmanager
+def stopping_local_workers() -> Iterator[None]:
+  """Stops this process's TFF workers when the `with` block ends."""
+  try:
+    yield
+  finally:
+    stop_local_workers()
+
+
+def _stop_workers_at_exit() -> None:
+  """The atexit hook: stop the workers, then mute TFF's failing `ServiceManager.__del__`.
+
+  At interpreter shutdown the `__del__` of TFF's default context finds the `subprocess`
+  module already torn down and prints an ignored AttributeError; its worker is gone by then.
+  """
+  stop_local_workers()
+  default_hook = sys.unraisablehook
+
+  def hook(unraisable):
+    name = getattr(unraisable.object, '__qualname__', '')
+    if name.endswith('ServiceManager.__del__'):
+      return
+    default_hook(unraisable)
+
+  sys.unraisablehook = hook
+
+
+def _stop_workers_then_die(signum, frame):
+  """SIGTERM/SIGHUP: stop the workers, then die of the same signal (default action).
+
+  Raising SystemExit here instead could be swallowed when the signal lands inside a
+  `__del__` or a gc callback, leaving the process running.
+  """
+  del frame
+  stop_local_workers()
+  signal.signal(signum, signal.SIG_DFL)
+  os.kill(os.getpid(), signum)
+
+
+def install_process_cleanup(interrupt_message: str = 'Interrupted.') -> None:
+  """For binaries: stop TFF workers at exit, on SIGTERM/SIGHUP, and on Ctrl-C.
+
+  Ctrl-C prints `interrupt_message` (e.g. how to resume) and exits at once with status 130:
+  a `KeyboardInterrupt` raised while TFF's synchronous context waits for a computation
+  leaves the interpreter hung at exit (the computation never completes). Nothing a resume
+  needs is lost: checkpoints are written to a temporary directory and renamed into place.
+  Call it from the main thread.
+  """
+
+  def stop_workers_then_exit_130(signum, frame):
+    del signum, frame
+    stop_local_workers()
+    try:
+      sys.stdout.flush()
+      sys.stderr.write(f'\n{interrupt_message}\n')
+      sys.stderr.flush()
+    finally:
+      os._exit(130)  # pylint: disable=protected-access
+
+  atexit.register(_stop_workers_at_exit)
+  handlers = {signal.SIGTERM: _stop_workers_then_die, signal.SIGHUP: _stop_workers_then_die,
+              signal.SIGINT: stop_workers_then_exit_130}
+  for signum, handler in handlers.items():
+    signal.signal(signum, handler)

@@ -1,0 +1,205 @@
+"""Where a run's rounds execute: one choice for the whole run, made here.
+
+  local      TFF's local runtime: the C++ `worker_binary` in a subprocess of this one,
+             started with a parent-death signal and stopped when the run ends.
+  inprocess  this Python process, no TFF runtime (`inprocess`): the same `RoundFunctions`
+             as `tf.function`s, on the GPU when TensorFlow sees one. TFF's own algorithms
+             (no `RoundFunctions`) still run on TFF's local runtime, which is then started too,
+             and `Execution.where(process)` says so.
+  remote     TFF workers on other machines (`remote`): TFF's mergeable context over them;
+             processes with client state run their round as two phases.
+
+An `Execution` is a context manager; inside it, `bind(process)` gives the process's methods
+as this mode runs them (`BoundProcess`), so the loop calls the same methods whatever the
+mode, and never looks at TFF's global context.
+
+  with modes.build_execution('inprocess') as execution:
+    bound = execution.bind(process)
+    state = bound.initialize()
+    output = bound.next(state, datasets, client_states, client_inputs)
+"""
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any, Optional, Protocol
+
+from tff_flare.algorithms import composer
+from tff_flare.execution import inprocess
+from tff_flare.execution import remote
+from tff_flare.execution import workers
+
+EXECUTIONS = ('local', 'inprocess', 'remote')
+
+
+class BoundProcess(Protocol):
+  """A process's methods, as one execution mode runs them."""
+
+  def initialize(self) -> Any: ...
+  def next(self, state, client_data, client_states, client_inputs) -> composer.RoundOutput: ...
+  def get_model_weights(self, state) -> Any: ...
+  def set_model_weights(self, state, model_weights) -> Any: ...
+  def initial_client_state(self) -> Any: ...
+  def record_test_loss(self, state, loss: float) -> Any: ...
+
+
+class _OnTff:
+  """A process on the installed TFF context (its `next`, or its two phases)."""
+
+  def __init__(self, process: composer.AlgorithmProcess, use_phases: bool):
+    self._process = process
+    self._use_phases = use_phases and process.phases is not None
+
+  def initialize(self):
+    return self._process.initialize()
+
+  def next(self, state, client_data, client_states, client_inputs) -> composer.RoundOutput:
+    if self._use_phases:  # Each client trains once (see `composer.RoundPhases`).
+      return composer.next_in_phases(self._process, state, list(client_data),
+                                     list(client_states), list(client_inputs))
+    return self._process.next(state, list(client_data), list(client_states),
+                              list(client_inputs))
+
+  def get_model_weights(self, state):
+    return self._process.get_model_weights(state)
+
+  def set_model_weights(self, state, model_weights):
+    return self._process.set_model_weights(state, model_weights)
+
+  def initial_client_state(self):
+    return self._process.initial_client_state()
+
+  def record_test_loss(self, state, loss: float):
+    return self._process.record_test_loss(state, loss)
+
+
+class Execution:
+  """Base of the three modes: a context manager that binds processes."""
+
+  name = ''
+
+  def __init__(self):
+    self._stack = contextlib.ExitStack()
+    self.stats: Optional[remote.ExecutionStats] = None
+
+  def __enter__(self) -> 'Execution':
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self._stack.close()
+
+  def bind(self, process: composer.AlgorithmProcess) -> BoundProcess:
+    raise NotImplementedError
+
+  def where(self, process: composer.AlgorithmProcess) -> str:
+    """Where this mode runs `process`, in words (for logs and summaries)."""
+    raise NotImplementedError
+
+
+class LocalExecution(Execution):
+  """TFF's local runtime, over one `worker_binary` this execution starts and stops."""
+
+  name = 'local'
+
+  def __enter__(self) -> 'LocalExecution':
+    worker = self._stack.enter_context(workers.LoopbackWorkers(1))
+    context = self._stack.enter_context(remote.worker_execution(worker.addresses[0]))
+    self.stats = context.stats
+    return self
+
+  def bind(self, process: composer.AlgorithmProcess) -> BoundProcess:
+    return _OnTff(process, use_phases=False)
+
+  def where(self, process: composer.AlgorithmProcess) -> str:
+    return "TFF's local runtime"
+
+
+class RemoteExecution(Execution):
+  """TFF's mergeable context over the given workers."""
+
+  name = 'remote'
+
+  def __init__(self, addresses: Sequence[str], timeout_s: float):
+    super().__init__()
+    self.addresses = remote.parse_workers(addresses)
+    self._timeout_s = timeout_s
+
+  def __enter__(self) -> 'RemoteExecution':
+    context = self._stack.enter_context(remote.remote_execution(
+        self.addresses, connect_timeout_s=self._timeout_s,
+        unavailable_timeout_s=self._timeout_s))
+    self.stats = context.stats
+    return self
+
+  def bind(self, process: composer.AlgorithmProcess) -> BoundProcess:
+    return _OnTff(process, use_phases=True)
+
+  def where(self, process: composer.AlgorithmProcess) -> str:
+    return f'{len(self.addresses)} TFF workers ({", ".join(self.addresses)})'
+
+
+class InProcessExecution(Execution):
+  """This process; TFF's local runtime only for processes that have no `RoundFunctions`."""
+
+  name = 'inprocess'
+
+  def __init__(self, num_threads: Optional[int] = None):
+    super().__init__()
+    self._num_threads = num_threads
+    self._local: Optional[LocalExecution] = None
+    self._bound: list[inprocess.InProcessProcess] = []
+
+  def __exit__(self, *exc) -> None:
+    for bound in self._bound:
+      bound.close()
+    super().__exit__(*exc)
+
+  def bind(self, process: composer.AlgorithmProcess) -> BoundProcess:
+    if process.runs_only_on_tff:
+      if self._local is None:
+        self._local = self._stack.enter_context(LocalExecution())
+      return self._local.bind(process)
+    bound = inprocess.InProcessProcess(process, self._num_threads)
+    self._bound.append(bound)
+    return bound
+
+  def where(self, process: composer.AlgorithmProcess) -> str:
+    if process.runs_only_on_tff:
+      return "TFF's local runtime (TFF's own algorithm: it cannot run in-process)"
+    return 'in-process'
+
+
+def validate_execution(execution: str, worker_addresses: Sequence[str] | str = (),
+                       timeout_s: float = 60.0, num_threads: Optional[int] = None) -> None:
+  """Raises `ValueError` for an unknown mode, bad workers, or options the mode does not take."""
+  if execution not in EXECUTIONS:
+    raise ValueError(f'Unknown execution {execution!r}; known: {", ".join(EXECUTIONS)}.')
+  if not timeout_s > 0:
+    raise ValueError(f'The worker timeout must be > 0 seconds, got {timeout_s}.')
+  if execution != 'remote' and worker_addresses:
+    raise ValueError(f'Workers are given but execution is {execution}; add --execution=remote.')
+  if execution == 'remote':
+    remote.parse_workers(worker_addresses)
+  if num_threads is not None and (isinstance(num_threads, bool) or
+                                  not isinstance(num_threads, int) or num_threads < 1):
+    raise ValueError(f'The number of client threads must be an int >= 1, got {num_threads!r}.')
+
+
+def build_execution(execution: str = 'local', worker_addresses: Sequence[str] | str = (), *,
+                    timeout_s: float = 60.0, num_threads: Optional[int] = None) -> Execution:
+  """The execution mode `execution` (see the module docstring); enter it with `with`.
+
+  Args:
+    execution: one of `EXECUTIONS`.
+    worker_addresses: the workers of 'remote', `host:port` each (empty for the others).
+    timeout_s: how long a remote worker may not answer, at start or during a round.
+    num_threads: clients trained at once in-process (default: the number of CPUs).
+
+  Raises:
+    ValueError: see `validate_execution`.
+  """
+  validate_execution(execution, worker_addresses, timeout_s, num_threads)
+  if execution == 'local':
+    return LocalExecution()
+  if execution == 'inprocess':
+    return InProcessExecution(num_threads)
+  return RemoteExecution(worker_addresses, timeout_s)

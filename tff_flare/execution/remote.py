@@ -1,0 +1,275 @@
+"""TFF execution contexts over TFF workers (`workers`), built from TFF's own parts.
+
+`remote_execution(['host1:8000', 'host2:8000'])` builds TFF's distributed runtime from its
+own parts and installs it as the current context:
+
+  * per worker, TFF's `RemoteExecutor` over a `RemoteExecutorGrpcStub` (gRPC), wrapped in an
+    `AsyncExecutionContext` exactly as `tff.backends.native` wraps its local worker;
+  * over the workers, `tff.backends.native.create_mergeable_comp_execution_context`: it cuts
+    each computation at its aggregation, gives each worker a contiguous share of the round's
+    clients (a subround), merges the partial aggregates, and concatenates CLIENTS-placed
+    results (in the order the subrounds finish, in TFF 0.87; `composer.next_in_phases` puts
+    them back in client order).
+
+`worker_execution('localhost:PORT')` is TFF's local runtime over one worker: the context
+`tff.backends.native.create_sync_local_cpp_execution_context` builds over the worker it
+starts itself (whole computations, no subrounds), here over a worker this project started
+(`modes.LocalExecution`), with its traffic counted.
+
+Processes with client state run their round as two computations (`composer.RoundPhases`),
+so each client trains once; the client states come back to the driver, which keeps them in
+its store as in a local run.
+
+Faults. TFF's `AsyncExecutionContext` retries a subround whose worker answers with a
+retryable gRPC error (UNAVAILABLE, ...), with backoff, forever. Here a worker that stays
+unreachable for `unavailable_timeout_s` ends the run instead, with `WorkerUnavailableError`
+naming it; a worker that is back within that time (restarted on the same port) gets the
+subround again (TFF's retry), with the same result. A worker that is down at start is found
+before any work (`connect_timeout_s`).
+
+Traffic. Every gRPC request and response is counted per worker (`ExecutionStats`): the
+bytes gRPC serializes and parses for it. TFF's mergeable context sends a subround's arguments to
+both halves of the cut (before and after the merge; for a result placed only at the server,
+the first subround's again), so a round moves more than TFF's local runtime moves between
+the driver and its own worker (`benchmarks/remote_round_time.py` measures both).
+"""
+
+import contextlib
+import dataclasses
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+import grpc
+import tensorflow_federated as tff
+from tensorflow_federated.python.core.backends.native import compiler
+from tensorflow_federated.python.core.environments.tensorflow_frontend import tensorflow_computation
+from tensorflow_federated.python.core.impl.executor_stacks import executor_factory
+from tensorflow_federated.python.core.impl.executors import executors_errors
+
+# The message-size limits TFF's own local context sets on its channel (2 GB).
+_CHANNEL_OPTIONS = executor_factory._GRPC_CHANNEL_OPTIONS  # pylint: disable=protected-access
+
+
+class WorkerUnavailableError(RuntimeError):
+  """A TFF worker cannot be reached (down at start, or gone for too long during a round)."""
+
+  def __init__(self, address: str, message: str):
+    super().__init__(f'TFF worker {address}: {message}')
+    self.address = address
+
+
+def parse_workers(workers: Sequence[str] | str) -> list[str]:
+  """`'h1:8000,h2:8000'` or a list of `host:port` -> validated list; raises `ValueError`."""
+  if isinstance(workers, str):
+    workers = [w for w in workers.split(',') if w.strip()]
+  addresses = [w.strip() for w in workers]
+  if not addresses:
+    raise ValueError('Remote execution needs at least one worker (--workers=host:port,...).')
+  for address in addresses:
+    host, _, port = address.rpartition(':')
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+      raise ValueError(f'Worker address {address!r} is not host:port (port in 1..65535).')
+  if len(set(addresses)) != len(addresses):
+    raise ValueError(f'Worker addresses repeat: {addresses}.')
+  return addresses
+
+
+@dataclasses.dataclass
+class WorkerTraffic:
+  """Serialized bytes between the driver and one worker."""
+
+  address: str
+  bytes_sent: int = 0
+  bytes_received: int = 0
+
+
+class ExecutionStats:
+  """Traffic of every worker since the last `reset()`; thread-safe."""
+
+  def __init__(self, addresses: Sequence[str]):
+    self._lock = threading.Lock()
+    self._addresses = list(addresses)
+    self.reset()
+
+  def reset(self) -> None:
+    with self._lock:
+      self._traffic = {a: WorkerTraffic(a) for a in self._addresses}
+
+  def record(self, address: str, *, sent: int = 0, received: int = 0) -> None:
+    with self._lock:
+      traffic = self._traffic[address]
+      traffic.bytes_sent += sent
+      traffic.bytes_received += received
+
+  def per_worker(self) -> list[WorkerTraffic]:
+    with self._lock:
+      return [dataclasses.replace(t) for t in self._traffic.values()]
+
+  def total_bytes(self) -> int:
+    return sum(t.bytes_sent + t.bytes_received for t in self.per_worker())
+
+
+class _WatchedRpc:
+  """One gRPC method of a worker: turns a long outage into a clear error.
+
+  TFF's stub turns retryable gRPC errors into `RetryableGRPCError`, which TFF's context
+  retries forever. Once the worker has failed that way for longer than `timeout_s`, this
+  raises `WorkerUnavailableError` instead, which TFF does not retry.
+  """
+
+  def __init__(self, rpc, address: str, outage: dict, timeout_s: float):
+    self._rpc = rpc
+    self._address = address
+    self._outage = outage
+    self._timeout_s = timeout_s
+
+  def __call__(self, request, **kwargs):
+    try:
+      response = self._rpc(request, **kwargs)
+    except grpc.RpcError as e:
+      if isinstance(e, grpc.Call) and e.code() in executors_errors.get_grpc_retryable_error_codes():
+        first = self._outage.setdefault('since', time.monotonic())
+        if time.monotonic() - first > self._timeout_s:
+          raise WorkerUnavailableError(
+              self._address, f'unreachable for more than {self._timeout_s:.0f} s '
+              f'({e.code().name}: {e.details()}). Restart it (python -m experiments.worker '
+              f'--port={self._address.rpartition(":")[2]}) and start the same command again '
+              'to resume from the last checkpoint.') from e
+      raise
+    self._outage.pop('since', None)
+    return response
+
+
+class _WorkerChannel:
+  """The gRPC channel TFF's `RemoteExecutorGrpcStub` is given for one worker.
+
+  Every unary method the stub creates on it counts the bytes gRPC actually serializes and
+  parses (no second serialization) and is watched for outages (`_WatchedRpc`).
+  """
+
+  def __init__(self, channel: grpc.Channel, address: str, stats: ExecutionStats,
+               unavailable_timeout_s: float):
+    self._channel = channel
+    self._address = address
+    self._stats = stats
+    self._timeout_s = unavailable_timeout_s
+    self._outage = {}
+    self._callbacks = []
+
+  def subscribe(self, callback, try_to_connect=False):
+    self._callbacks.append(callback)
+    self._channel.subscribe(callback, try_to_connect=try_to_connect)
+
+  def close(self) -> None:
+    """Closes the channel once TFF's connectivity watch has ended.
+
+    gRPC polls a subscribed channel's connectivity from a thread that ends within 0.2 s of
+    the last unsubscription; closing the channel before that makes the thread fail.
+    """
+    for callback in self._callbacks:
+      self._channel.unsubscribe(callback)
+    if self._callbacks:
+      time.sleep(0.3)
+    self._channel.close()
+
+  def unary_unary(self, method, request_serializer, response_deserializer, **kwargs):
+    def serialize(request) -> bytes:
+      data = request_serializer(request)
+      self._stats.record(self._address, sent=len(data))
+      return data
+
+    def deserialize(data: bytes):
+      self._stats.record(self._address, received=len(data))
+      return response_deserializer(data)
+
+    rpc = self._channel.unary_unary(method, request_serializer=serialize,
+                                    response_deserializer=deserialize, **kwargs)
+    return _WatchedRpc(rpc, self._address, self._outage, self._timeout_s)
+
+
+def _connect(address: str, connect_timeout_s: float) -> grpc.Channel:
+  channel = grpc.insecure_channel(address, _CHANNEL_OPTIONS)
+  try:
+    grpc.channel_ready_future(channel).result(timeout=connect_timeout_s)
+  except grpc.FutureTimeoutError as e:
+    channel.close()
+    port = address.rpartition(':')[2]
+    raise WorkerUnavailableError(
+        address, f'no worker answers (waited {connect_timeout_s:.0f} s). Start one on that '
+        f'machine with: python -m experiments.worker --port={port}') from e
+  return channel
+
+
+def _worker_executor_factory(channel: _WorkerChannel) -> tff.framework.ExecutorFactory:
+  """TFF's executor factory over one worker, as `tff.backends.native` builds its local one."""
+  stub = tff.framework.RemoteExecutorGrpcStub(channel)
+
+  def executor_stack(cardinalities):
+    if cardinalities.get(tff.CLIENTS) is None:  # As TFF's local factory: 0 by default.
+      cardinalities[tff.CLIENTS] = 0
+    executor = tff.framework.RemoteExecutor(stub)
+    executor.set_cardinalities(cardinalities)
+    return executor
+
+  return tff.framework.ResourceManagingExecutorFactory(executor_stack)
+
+
+_CONTEXT_ARGS = dict(compiler_fn=compiler.desugar_and_transform_to_native,
+                     transform_args=tensorflow_computation.transform_args,
+                     transform_result=tensorflow_computation.transform_result)
+
+
+@dataclasses.dataclass
+class RemoteExecution:
+  """The installed distributed context and its workers' traffic."""
+
+  addresses: list[str]
+  context: tff.framework.MergeableCompExecutionContext | tff.framework.SyncExecutionContext
+  stats: ExecutionStats
+
+
+@contextlib.contextmanager
+def remote_execution(workers: Sequence[str] | str, *, connect_timeout_s: float = 20.0,
+                     unavailable_timeout_s: float = 60.0) -> Iterator[RemoteExecution]:
+  """Installs TFF's mergeable execution context over `workers` for the `with` block.
+
+  Raises:
+    ValueError: a malformed worker list.
+    WorkerUnavailableError: a worker that does not answer within `connect_timeout_s`.
+  """
+  addresses = parse_workers(workers)
+  stats = ExecutionStats(addresses)
+  channels = []
+  try:
+    for address in addresses:
+      channels.append(_WorkerChannel(_connect(address, connect_timeout_s), address, stats,
+                                     unavailable_timeout_s))
+    contexts = [tff.framework.AsyncExecutionContext(
+        executor_fn=_worker_executor_factory(channel), **_CONTEXT_ARGS) for channel in channels]
+    context = tff.backends.native.create_mergeable_comp_execution_context(contexts)
+    with tff.framework.get_context_stack().install(context):
+      yield RemoteExecution(addresses=addresses, context=context, stats=stats)
+  finally:
+    for channel in channels:
+      channel.close()
+
+
+@contextlib.contextmanager
+def worker_execution(address: str, *, connect_timeout_s: float = 20.0
+                     ) -> Iterator[RemoteExecution]:
+  """TFF's local runtime over the worker at `address`, with its traffic counted.
+
+  The same context `tff.backends.native.create_sync_local_cpp_execution_context` builds over
+  the worker it starts itself (a `SyncExecutionContext`, whole computations, no subrounds).
+  """
+  (address,) = parse_workers([address])
+  stats = ExecutionStats([address])
+  channel = _WorkerChannel(_connect(address, connect_timeout_s), address, stats, float('inf'))
+  try:
+    context = tff.framework.SyncExecutionContext(
+        executor_fn=_worker_executor_factory(channel), **_CONTEXT_ARGS)
+    with tff.framework.get_context_stack().install(context):
+      yield RemoteExecution(addresses=[address], context=context, stats=stats)
+  finally:
+    channel.close()

@@ -1,0 +1,106 @@
+"""TFF's executor service (the C++ `worker_binary` shipped in the TFF package) as a worker.
+
+A worker holds no data or state between computations: the driver sends every computation,
+its data and the client states. `python -m experiments.worker --port=8000` starts one on a
+machine (`worker_command`); `LoopbackWorkers` starts them on this machine (the local execution
+mode, tests, benchmarks), each with a parent-death signal (`cleanup.WorkerPopen`), so none
+outlives the process that started it.
+"""
+
+import os
+import signal
+import subprocess
+from typing import Optional
+
+import grpc
+import portpicker
+
+from tff_flare.execution import cleanup
+
+
+def worker_binary_path() -> str:
+  """Path of TFF's executor-service binary inside the installed `tensorflow_federated`."""
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  path = os.path.join(os.path.dirname(tff.__file__), 'data', cleanup.WORKER_BINARY_NAME)
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f'TFF worker binary not found at {path}; is '
+                            'tensorflow-federated installed with its data files?')
+  return path
+
+
+def worker_command(port: int, max_concurrent_computation_calls: int = -1) -> list[str]:
+  """The command line of a TFF worker serving on `port`."""
+  if not 0 < port < 65536:
+    raise ValueError(f'port must be in [1, 65535], got {port}.')
+  return [worker_binary_path(), f'--port={port}',
+          f'--max_concurrent_computation_calls={max_concurrent_computation_calls}']
+
+
+def wait_until_serving(address: str, timeout_s: float) -> bool:
+  """True once a gRPC server accepts connections at `address` (within `timeout_s`)."""
+  with grpc.insecure_channel(address) as channel:
+    try:
+      grpc.channel_ready_future(channel).result(timeout=timeout_s)
+      return True
+    except grpc.FutureTimeoutError:
+      return False
+
+
+class LoopbackWorkers:
+  """`num_workers` TFF workers on localhost; a context manager that stops them on exit.
+
+  Attributes:
+    addresses: `['localhost:PORT', ...]`, one per worker.
+  """
+
+  def __init__(self, num_workers: int, *, start_timeout_s: float = 60.0):
+    if num_workers < 1:
+      raise ValueError(f'num_workers must be >= 1, got {num_workers}.')
+    self._ports = [portpicker.pick_unused_port() for _ in range(num_workers)]
+    self._start_timeout_s = start_timeout_s
+    self._processes: list[Optional[subprocess.Popen]] = [None] * num_workers
+    self.addresses = [f'localhost:{port}' for port in self._ports]
+
+  def start(self, index: Optional[int] = None) -> None:
+    """Starts worker `index` (all when None) and waits until it serves."""
+    indices = range(len(self._ports)) if index is None else [index]
+    for i in indices:
+      if self._processes[i] is not None and self._processes[i].poll() is None:
+        continue
+      self._processes[i] = cleanup.WorkerPopen(worker_command(self._ports[i]),
+                                               stdout=subprocess.DEVNULL,
+                                               stderr=subprocess.DEVNULL)
+    for i in indices:
+      if not wait_until_serving(self.addresses[i], self._start_timeout_s):
+        self.stop()
+        raise RuntimeError(f'TFF worker at {self.addresses[i]} did not start serving within '
+                           f'{self._start_timeout_s} s.')
+
+  def kill(self, index: int) -> None:
+    """Kills worker `index` at once (SIGKILL), as a crashed machine would."""
+    process = self._processes[index]
+    if process is not None:
+      process.kill()
+      process.wait()
+      self._processes[index] = None
+
+  def stop(self) -> None:
+    """Stops every worker (SIGINT, then SIGKILL after 5 s) and reaps it."""
+    for i, process in enumerate(self._processes):
+      if process is None:
+        continue
+      if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+          process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+          process.kill()
+          process.wait()
+      self._processes[i] = None
+
+  def __enter__(self) -> 'LoopbackWorkers':
+    self.start()
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.stop()

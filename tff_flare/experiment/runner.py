@@ -1,0 +1,174 @@
+"""Runs (or resumes) one experiment: several algorithms side by side on one task.
+
+Every algorithm trains on the same task, from the same initial model (the first algorithm's
+initial weights are given to all), on the same sampled clients each round. Per round, the
+metrics of every algorithm (training metrics, communication counters, the round's seconds,
+and at evaluation rounds the test loss and accuracy, taken before the round's training as the
+authors do) are released through `tff.program` release managers: `metrics.csv` (one row per
+round, columns `<algorithm>/<metric path>`) and TensorBoard (`tensorboard/`). The program
+state (the round, each algorithm's server state and every client's state) is checkpointed
+every `checkpoint_every` rounds and at the end; started again with the same configuration
+and output directory, the run resumes from the latest checkpoint (`config` says what may
+change). `summary.json` holds the configuration, where each algorithm ran and the final
+results.
+"""
+
+import collections
+import json
+import pathlib
+import time
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_flare.algorithms import registry as algorithms
+from tff_flare.execution import modes
+from tff_flare.experiment import config as config_lib
+from tff_flare.simulation import checkpoints as checkpoints_lib
+from tff_flare.simulation import evaluation
+from tff_flare.simulation import hooks as hooks_lib
+from tff_flare.simulation import loop
+from tff_flare.simulation import sampling
+from tff_flare.tasks import registry as tasks
+
+CONFIG_FILE = 'config.json'
+
+
+def build_task(config: config_lib.ExperimentConfig) -> tasks.Task:
+  """The configuration's task; data errors become `ConfigError` (one line)."""
+  try:
+    return tasks.build_task(
+        config.task, source=config.source, data_path=config.data_path,
+        data_dir=config.data_dir, total_clients=config.total_clients,
+        num_clients=config.num_clients, partition=config.partition, alpha=config.alpha,
+        ratio=config.ratio, batch_size=config.batch_size, epochs=config.local_epochs,
+        seed=config.seed, text_evaluation=config.text_evaluation)
+  except ValueError as e:
+    raise config_lib.ConfigError(str(e)) from e
+
+
+def hyperparameters(config: config_lib.ExperimentConfig,
+                    task: tasks.Task) -> algorithms.Hyperparameters:
+  """The algorithms' hyperparameters: the configuration's, else the task's defaults."""
+  task_defaults = task.hparams
+  learning_rate = (config.learning_rate if config.learning_rate is not None else
+                   task_defaults['learning_rate'])
+  momentum = config.momentum if config.momentum is not None else task_defaults['momentum']
+  return algorithms.Hyperparameters(
+      client_optimizer=tff.learning.optimizers.build_sgdm(learning_rate,
+                                                          momentum=momentum or None),
+      keep_percent=config.keep_percent, tau=config.tau, tau_decay=config.tau_decay,
+      mask_percentile=config.mask_percentile,
+      reg_steps=task_defaults['reg_steps'] if config.reg_steps is None else config.reg_steps,
+      local_epochs=config.local_epochs, total_clients=len(task.train_data.client_ids),
+      is_regularized=task_defaults.get('is_regularized'),
+      tff_fedprox_strength=config.tff_fedprox_strength,
+      keep_probability=config.keep_probability, mask_weighting=config.mask_weighting,
+      num_mask_draws=config.num_mask_draws, seed=config.seed)
+
+
+def _record_config(config: config_lib.ExperimentConfig, resuming: bool, log) -> dict:
+  """Checks the configuration against the recorded one; records it (and any change)."""
+  path = pathlib.Path(config.output_dir) / CONFIG_FILE
+  record = None
+  if path.exists():
+    try:
+      record = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+      raise config_lib.ConfigError(f'{path} cannot be read ({e}); it records the run of this '
+                                   'directory. Restore it, or use another --output_dir.')
+  if record is None:
+    if resuming:
+      log(f'{path} is missing: recording this configuration for the run being resumed.')
+    record = dict(config=config_lib.as_dict(config), changes=[])
+  else:
+    changed = config_lib.compare_for_resume(record['config'], config)
+    if changed:
+      log('Resuming with changed settings: ' + ', '.join(
+          f'{name} {old!r} -> {new!r}' for name, (old, new) in changed.items()))
+      record['changes'].append(dict(changed=changed, at=time.strftime('%Y-%m-%d %H:%M:%S')))
+      record['config'] = config_lib.as_dict(config)
+  temporary = path.with_suffix('.tmp')
+  temporary.write_text(json.dumps(record, indent=2))
+  temporary.replace(path)
+  return record
+
+
+def run_experiment(config: config_lib.ExperimentConfig,
+                   log: Callable[[str], object] = print) -> dict:
+  """Runs (or resumes) the experiment; returns the summary also written to summary.json.
+
+  Raises:
+    config_lib.ConfigError: a bad configuration, data source or checkpoint, or a
+      configuration that does not match the run in `output_dir`.
+    remote.WorkerUnavailableError: a TFF worker down at start or gone during a round; the
+      run resumes from its last checkpoint when started again.
+    hooks.NonFiniteRoundError: every client of an algorithm returned non-finite values.
+  """
+  config_lib.validate(config)
+  task = build_task(config)
+  output = pathlib.Path(config.output_dir)
+  resuming = (output / 'checkpoints').exists() and any((output / 'checkpoints').iterdir())
+  record = _record_config(config, resuming, log)
+  execution = modes.build_execution(config.execution, config.workers,
+                                    timeout_s=config.worker_timeout_s,
+                                    num_threads=config.client_threads)
+  with execution:
+    return _run(config, task, execution, record, log)
+
+
+def _run(config, task, execution, record, log) -> dict:
+  output = pathlib.Path(config.output_dir)
+  evaluate = evaluation.build_evaluate_fn(task.model_fn, task.test_data)
+  hparams = hyperparameters(config, task)
+  client_ids = task.train_data.client_ids
+  runs = []
+  for name in config.algorithms:
+    try:
+      process = algorithms.build(name, task.model_fn, hparams)
+    except ValueError as e:
+      raise config_lib.ConfigError(f'{name}: {e}') from e
+    state_dir = (output / 'client_states' / name if config.client_state_storage == 'disk'
+                 else None)
+    run = loop.AlgorithmRun(name, process, execution, client_state_dir=state_dir,
+                            initial_weights=runs[0].model_weights() if runs else None,
+                            evaluate=evaluate)
+    runs.append(run)
+  log(f'Execution: {execution.name}. ' + '; '.join(f'{run.name} on {run.where}' for run in runs)
+      + '.')
+  checkpoints = checkpoints_lib.Checkpoints(str(output / 'checkpoints'), runs, client_ids)
+  try:
+    start_round = checkpoints.restore()
+  except checkpoints_lib.CheckpointError as e:
+    raise config_lib.ConfigError(str(e)) from e
+  if start_round:
+    log(f'Resuming from the checkpoint after round {start_round - 1}.')
+  sampler = sampling.build_client_sampler(client_ids, config.clients_per_round or
+                                          len(client_ids), config.seed,
+                                          config.client_sampling)
+  csv = tff.program.CSVFileReleaseManager(output / 'metrics.csv', key_fieldname='round')
+  collected = hooks_lib.CollectRows()
+  hooks = [hooks_lib.Evaluation(evaluate, config.eval_every),
+           hooks_lib.ReleaseRows([csv, tff.program.TensorBoardReleaseManager(
+               output / 'tensorboard')], final_managers=[csv])]
+  if not config.allow_nonfinite_rounds:
+    hooks.append(hooks_lib.StopOnNonFiniteRound())
+  hooks += [hooks_lib.CheckpointEvery(checkpoints, config.checkpoint_every, config.rounds),
+            hooks_lib.LogProgress(log, start_round, config.rounds), collected]
+  started = time.perf_counter()
+  loop.run_rounds(runs, task.client_datasets, sampler, start_round=start_round,
+                  end_round=config.rounds, hooks=hooks, execution_stats=execution.stats)
+  final = collections.OrderedDict((run.name, collected.rows[-1][run.name]['eval'])
+                                  for run in runs)
+  summary = dict(
+      config=config_lib.as_dict(config), changes=record['changes'],
+      task_hparams={k: v for k, v in task.hparams.items() if not callable(v)},
+      clients=list(client_ids), final_eval=final, rounds=config.rounds,
+      where={run.name: run.where for run in runs},
+      num_trainable_parameters=int(sum(np.size(t) for t in runs[0].model_weights().trainable)),
+      gpus=[d.name for d in tf.config.list_physical_devices('GPU')],
+      seconds_this_session=time.perf_counter() - started)
+  (output / 'summary.json').write_text(json.dumps(summary, indent=2, default=str))
+  return summary

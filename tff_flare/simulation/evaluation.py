@@ -1,0 +1,66 @@
+"""Centralized evaluation of a global model on a test set (`docs/faithfulness.md` R10).
+
+The model is a fresh model of the task's architecture with the given weights, run with
+`training=False` (dropout off) over every batch of the test set; the result is the model's
+own metrics (TFF's `report_local_unfinalized_metrics` and `metric_finalizers`): the
+example-weighted mean loss and the accuracy. This is the arithmetic of TFF's
+`tff.learning.algorithms.build_fed_eval` with the test set as one client (a test compares
+the two), run in this process in every execution mode: evaluation is not part of the
+federated algorithm, and so no test set is serialized into TFF's runtime.
+A stateful model (the GRU) starts every evaluation from a zero state and carries it from
+batch to batch, as the authors' Keras `evaluate` does.
+"""
+
+import collections
+from collections.abc import Callable
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_flare.algorithms import composer
+from tff_flare.execution import inprocess
+
+
+def build_evaluate_fn(model_fn: composer.ModelFn, test_dataset: tf.data.Dataset
+                      ) -> Callable[[tff.learning.models.ModelWeights], dict]:
+  """Returns `evaluate(model_weights) -> {'loss': float, 'accuracy': float, 'num_examples'}`.
+
+  Args:
+    model_fn: the task's `model_fn` (its loss and a `sparse_categorical_accuracy` metric).
+    test_dataset: batches in the model's input format.
+  """
+  built = {}
+
+  def build():
+    # Built at the first evaluation: a Keras model built in eager mode is invalidated by any
+    # model later built inside a `tf.Graph` (as TFF builds its computations).
+    resettable = inprocess.ResettableModel(model_fn)
+    model = resettable.model
+    weights = tff.learning.models.ModelWeights.from_model(model)
+
+    @tf.function
+    def unfinalized_metrics(model_weights):
+      resettable.reset()
+      tf.nest.map_structure(lambda v, t: v.assign(t), weights, model_weights)
+      for batch in test_dataset:
+        model.forward_pass(batch, training=False)
+      return model.report_local_unfinalized_metrics()
+
+    built.update(model=model, unfinalized_metrics=unfinalized_metrics)
+
+  def evaluate(model_weights) -> dict:
+    if not built:
+      build()
+    model_weights = tff.learning.models.ModelWeights(
+        trainable=list(model_weights.trainable), non_trainable=list(model_weights.non_trainable))
+    values = built['unfinalized_metrics'](
+        tf.nest.map_structure(tf.convert_to_tensor, model_weights))
+    # TFF's finalizers are `tf.function`s that build a Keras metric; run their Python bodies.
+    metrics = collections.OrderedDict(
+        (name, getattr(finalize, 'python_function', finalize)(values[name]))
+        for name, finalize in built['model'].metric_finalizers().items())
+    return {'loss': float(metrics['loss']),
+            'accuracy': float(metrics['sparse_categorical_accuracy']),
+            'num_examples': int(metrics['num_examples'])}
+
+  return evaluate

@@ -1,0 +1,150 @@
+"""The loop's hooks: evaluation, releases, checkpoints, progress, and the non-finite stop.
+
+Each is a `loop.Hook`; a run passes the ones it wants to `loop.run_rounds`, in order
+(evaluation first, so that the others see its results).
+"""
+
+import asyncio
+from collections.abc import Callable, Sequence
+import time
+from typing import Any, Optional
+
+import tensorflow_federated as tff
+
+from tff_flare.simulation import checkpoints as checkpoints_lib
+from tff_flare.simulation import loop
+
+
+class Evaluation(loop.Hook):
+  """Evaluates every algorithm before the training of rounds `0, every, 2 * every, ...`.
+
+  The authors evaluate at the start of a round, before its training
+  (`docs/faithfulness.md` R10), so entry `r` is the model after `r` rounds; the end of the run
+  is evaluated too (`after_last_round`). Results go to `row[name]['eval']`.
+
+  Args:
+    evaluate: `model_weights -> {'loss', 'accuracy', ...}`.
+    every: evaluate when `round_num % every == 0`.
+  """
+
+  def __init__(self, evaluate: loop.EvaluateFn, every: int = 1):
+    self._evaluate = evaluate
+    self._every = every
+
+  def before_round(self, round_num, runs, row) -> None:
+    if round_num % self._every == 0:
+      self.after_last_round(round_num, runs, row)
+
+  def after_last_round(self, end_round, runs, row) -> None:
+    for run in runs:
+      row[run.name]['eval'] = dict(self._evaluate(run.model_weights()))
+
+
+class CollectRows(loop.Hook):
+  """Keeps every row (`rows`), the final one included."""
+
+  def __init__(self):
+    self.rows: list[dict] = []
+
+  def after_round(self, round_num, runs, row) -> None:
+    self.rows.append(row)
+
+  def after_last_round(self, end_round, runs, row) -> None:
+    self.rows.append(row)
+
+
+class NonFiniteRoundError(RuntimeError):
+  """A round in which every client of an algorithm returned non-finite values."""
+
+
+class StopOnNonFiniteRound(loop.Hook):
+  """Stops the run after a round in which every client of an algorithm was non-finite.
+
+  Such a client sends nothing (`composer`'s non-finite policy), so the algorithm did not move:
+  almost always a diverged model or a bad hyperparameter. Raising here, after the round's
+  row was released but before its checkpoint, ends the run with the message.
+  """
+
+  def after_round(self, round_num, runs, row) -> None:
+    for run in runs:
+      communication = row[run.name]['train'].get('communication', {})
+      bad = int(communication.get('nonfinite_clients_total', 0))
+      if bad and bad == int(communication['num_clients_total']):
+        raise NonFiniteRoundError(
+            f'Round {round_num}: every client of {run.name} ({bad}) returned non-finite values '
+            '(NaN or Inf), so the model did not move; it has probably diverged (lower the '
+            'learning rate?). The last checkpoint is from before this round. Pass '
+            '--allow_nonfinite_rounds to go on regardless.')
+
+
+class ReleaseRows(loop.Hook):
+  """Releases every row through `tff.program` release managers, keyed by the round.
+
+  Args:
+    managers: e.g. a `tff.program.CSVFileReleaseManager` and a `TensorBoardReleaseManager`.
+    final_managers: those that also get the end-of-run row (default: all).
+  """
+
+  def __init__(self, managers: Sequence[tff.program.ReleaseManager],
+               final_managers: Optional[Sequence[tff.program.ReleaseManager]] = None):
+    self._managers = list(managers)
+    self._final = self._managers if final_managers is None else list(final_managers)
+
+  def after_round(self, round_num, runs, row) -> None:
+    _release(self._managers, _without_bookkeeping(row), round_num)
+
+  def after_last_round(self, end_round, runs, row) -> None:
+    _release(self._final, _without_bookkeeping(row), end_round)
+
+
+def _without_bookkeeping(row: dict) -> dict:
+  return {key: value for key, value in row.items() if key not in ('round', 'clients')}
+
+
+def _release(managers, value, key: int) -> None:
+  async def release_all():
+    await asyncio.gather(*[m.release(value, key=key) for m in managers])
+  asyncio.run(release_all())
+
+
+class CheckpointEvery(loop.Hook):
+  """Saves the program state after every `every`-th round and after the last one.
+
+  Args:
+    checkpoints: the run's `checkpoints.Checkpoints`.
+    every: rounds between checkpoints.
+    end_round: the last round to train + 1 (always checkpointed).
+  """
+
+  def __init__(self, checkpoints: checkpoints_lib.Checkpoints, every: int, end_round: int):
+    self._checkpoints = checkpoints
+    self._every = every
+    self._end_round = end_round
+
+  def after_round(self, round_num, runs, row) -> None:
+    done = round_num + 1
+    if done % self._every == 0 or done == self._end_round:
+      self._checkpoints.save(done)
+
+
+class LogProgress(loop.Hook):
+  """A line per round: rate, time left, and the test accuracies evaluated this round.
+
+  Args:
+    log: where lines go (e.g. `print`).
+    start_round, end_round: the rounds of this session.
+  """
+
+  def __init__(self, log: Callable[[str], Any], start_round: int, end_round: int):
+    self._log = log
+    self._start_round = start_round
+    self._end_round = end_round
+    self._started = time.perf_counter()
+
+  def after_round(self, round_num, runs, row) -> None:
+    done = round_num + 1
+    rate = (done - self._start_round) / (time.perf_counter() - self._started)
+    accuracies = ''.join(f' | {run.name} acc {row[run.name]["eval"]["accuracy"]:.4f}'
+                         for run in runs if 'eval' in row[run.name])
+    self._log(f'round {round_num} | {rate:.2f} rounds/s | ETA '
+              f'{(self._end_round - done) / rate:.0f} s{accuracies}')

@@ -1,0 +1,153 @@
+"""The one round loop: every algorithm of a run trains side by side on the same clients.
+
+Every run of the project (the experiment binary, the masking grid, the demo, the tests) goes
+through `run_rounds`. Each round the sampler picks the clients (a pure function of the round
+number), each algorithm trains on the same clients and data with its own client states, and
+the round's row (metrics of every algorithm) goes through the hooks: evaluation,
+releases, checkpoints, progress lines are hooks (`hooks`), not part of the loop. The loop
+calls the same methods on every algorithm (`AlgorithmRun`), whatever the process and wherever
+it runs (`tff_flare.execution.modes`).
+
+TFF's `tff.simulation.run_training_process` cannot be used as is: it calls `next(state,
+data)`, and these processes take and return the round's client states.
+
+A row: `{'round': r, 'clients': [...], <algorithm>: {'eval'?, 'round_seconds',
+'bytes_uploaded', 'bytes_driver_workers'?, 'train': <the process's metrics>}}`.
+"""
+
+import collections
+from collections.abc import Callable, Mapping, Sequence
+import time
+from typing import Any, Optional
+
+import tensorflow_federated as tff
+
+from tff_flare.algorithms import composer
+from tff_flare.execution import modes
+from tff_flare.execution import remote
+from tff_flare.simulation import client_state
+
+# evaluate(model_weights) -> {'loss': float, 'accuracy': float, ...}
+EvaluateFn = Callable[[Any], Mapping[str, float]]
+
+
+class AlgorithmRun:
+  """One algorithm of a run: its process as the execution runs it, its state, its clients.
+
+  Args:
+    name: the algorithm's name in rows and tables.
+    process: the `AlgorithmProcess`.
+    execution: the (entered) execution mode that runs it.
+    client_state_dir: keep the clients' states in files under this directory
+      (`client_state.DiskClientStateStore`) instead of in memory.
+    initial_weights: `ModelWeights` to start from instead of the process's own, so that the
+      algorithms of a run share one initial model.
+    evaluate: the test-set evaluation, for an algorithm that adapts to the test loss
+      (EC-FFL); its loss is recorded before every round.
+  """
+
+  def __init__(self, name: str, process: composer.AlgorithmProcess,
+               execution: modes.Execution, *, client_state_dir=None,
+               initial_weights=None, evaluate: Optional[EvaluateFn] = None):
+    self.name = name
+    self.process = process
+    self.where = execution.where(process)
+    self.bound = execution.bind(process)
+    if client_state_dir is None:
+      self.store = client_state.ClientStateStore(self.bound.initial_client_state)
+    else:
+      self.store = client_state.DiskClientStateStore(self.bound.initial_client_state,
+                                                     client_state_dir)
+    if process.uses_test_loss and evaluate is None:
+      raise ValueError(f'{name} adapts to the test loss: give its run an evaluate function.')
+    self._evaluate = evaluate
+    self.state = self.bound.initialize()
+    if initial_weights is not None:
+      self.state = self.bound.set_model_weights(self.state, initial_weights)
+
+  def run_round(self, client_ids: Sequence[str], datasets: Sequence[Any]):
+    """Trains one round on these clients; returns the round's metrics."""
+    state = self.state
+    if self.process.uses_test_loss:
+      state = self.bound.record_test_loss(state, self._evaluate(self.model_weights())['loss'])
+    output = self.bound.next(state, list(datasets), self.store.get_many(client_ids),
+                             self.process.client_inputs(client_ids))
+    self.store.update(client_ids, output.client_states)
+    self.state = output.state
+    return output.metrics
+
+  def model_weights(self):
+    return self.bound.get_model_weights(self.state)
+
+
+class Hook:
+  """What a loop calls around its rounds; every method is optional (these do nothing).
+
+  `row` is the round's row (see the module docstring): `before_round` may add entries to
+  `row[name]` before the algorithms train (an evaluation), `after_round` reads it.
+  `after_last_round` gets the row of the end of the run (`{'round': end, 'clients': [],
+  name: {}}`), e.g. for a final evaluation.
+  """
+
+  def before_round(self, round_num: int, runs: Sequence[AlgorithmRun], row: dict) -> None:
+    pass
+
+  def after_round(self, round_num: int, runs: Sequence[AlgorithmRun], row: dict) -> None:
+    pass
+
+  def after_last_round(self, end_round: int, runs: Sequence[AlgorithmRun], row: dict) -> None:
+    pass
+
+
+ClientDatasetsFn = Callable[[Sequence[str], int], list[Any]]
+
+
+def datasets_of(client_data: tff.simulation.datasets.ClientData) -> ClientDatasetsFn:
+  """`client_datasets` for data that is the same every round."""
+  return lambda client_ids, round_num: [client_data.create_tf_dataset_for_client(cid)
+                                        for cid in client_ids]
+
+
+def run_rounds(runs: Sequence[AlgorithmRun], client_datasets: ClientDatasetsFn,
+               sampler: Callable[[int], list[str]], *, start_round: int, end_round: int,
+               hooks: Sequence[Hook] = (),
+               execution_stats: Optional[remote.ExecutionStats] = None) -> None:
+  """Trains every run for rounds `start_round .. end_round - 1` (see the module docstring).
+
+  Args:
+    runs: the algorithms, trained in this order every round.
+    client_datasets: `(client ids, round_num) -> their datasets` (`Task.client_datasets`, or
+      `datasets_of(client_data)`), as TFF's simulation loops take a selection function of
+      the round.
+    sampler: `round_num -> client ids` (`sampling.build_client_sampler`).
+    start_round, end_round: the rounds to train (`start_round` > 0 when resuming).
+    hooks: called in order around every round, and at the end.
+    execution_stats: the execution's traffic counter, if it has one: each algorithm's row
+      then has `bytes_driver_workers`, the bytes its round moved to and from TFF's worker(s).
+  """
+  for round_num in range(start_round, end_round):
+    client_ids = sampler(round_num)
+    datasets = client_datasets(client_ids, round_num)
+    row: dict[str, Any] = collections.OrderedDict(round=round_num, clients=list(client_ids))
+    for run in runs:
+      row[run.name] = collections.OrderedDict()
+    for hook in hooks:
+      hook.before_round(round_num, runs, row)
+    for run in runs:
+      entry = row[run.name]
+      if execution_stats is not None:
+        execution_stats.reset()
+      start = time.perf_counter()
+      metrics = run.run_round(client_ids, datasets)
+      entry['round_seconds'] = time.perf_counter() - start
+      if execution_stats is not None:
+        entry['bytes_driver_workers'] = execution_stats.total_bytes()
+      entry['bytes_uploaded'] = int(metrics['communication']['bytes_sent_total'])
+      entry['train'] = metrics
+    for hook in hooks:
+      hook.after_round(round_num, runs, row)
+  final = collections.OrderedDict(round=end_round, clients=[])
+  for run in runs:
+    final[run.name] = collections.OrderedDict()
+  for hook in hooks:
+    hook.after_last_round(end_round, runs, final)

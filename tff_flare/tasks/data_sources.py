@@ -1,0 +1,316 @@
+"""Where the data of both studies comes from: the real public loaders first, local files second.
+
+Image data sets (MNIST, CIFAR-10, CIFAR-100) come back as `ImageArrays` (uint8 pixels
+[N, H, W, C], int64 labels [N]) from one of four sources:
+
+* `'keras'` (default): `tf.keras.datasets.<name>.load_data()`, the authors' loaders: their
+  example order, and so the authors' contiguous clients (`docs/faithfulness.md` R11). It
+  downloads the data for a user with internet, or reads Keras's cache (`~/.keras/datasets`).
+* `'tfds'`: `tfds.load(name)` (or a prepared `data_dir`). TFDS writes its records in another
+  order than Keras, so contiguous clients are not the authors' clients.
+* `'npz'`: a Keras-layout `.npz` file (`x_train`, `y_train`, `x_test`, `y_test`) in Keras
+  order, such as `../shared/datasets/mnist.npz`: the same arrays as `'keras'`, offline;
+* `'imagefolder'`: a directory, or a `.tar.gz` of one, laid out as `train/<class>/*` and
+  `test/<class>/*` (label = position of the class in sorted order; CIFAR-10's class names sort
+  into its label order), such as `../shared/datasets/cifar10_imagefolder.tar.gz`; each split
+  is shuffled with a fixed seed (folders are class-sorted; the binary releases are not). Decoded
+  arrays are cached as an `.npz` beside the cache directory's copy, keyed by the file's size
+  and modification time.
+
+Shakespeare comes back as (train, test) `ClientData` of `snippets` strings, one client per
+speaking role, from `'tff'` (`tff.simulation.datasets.shakespeare.load_data`, LEAF's data) or
+`'text'` (a plain-text play file, `NAME:` lines followed by the speech, split per speaker; see
+`split_play_by_speaker`).
+
+A missing or malformed file raises `DataSourceError` naming it.
+"""
+
+import collections
+import dataclasses
+import hashlib
+import os
+import pathlib
+import re
+import tarfile
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_datasets as tfds
+import tensorflow_federated as tff
+
+IMAGE_DATASETS = {'mnist': (28, 28, 1), 'cifar10': (32, 32, 3), 'cifar100': (32, 32, 3)}
+IMAGE_SOURCES = ('keras', 'tfds', 'npz', 'imagefolder')
+TEXT_SOURCES = ('tff', 'text')
+DEFAULT_CACHE_DIR = pathlib.Path.home() / '.cache' / 'tff_flare'
+
+
+class DataSourceError(ValueError):
+  """A data file is missing or malformed, or a source name is unknown."""
+
+
+@dataclasses.dataclass
+class ImageArrays:
+  """A centralized image data set.
+
+  Attributes:
+    x_train: uint8 [N, H, W, C] pixels.
+    y_train: int64 [N] labels.
+    x_test: uint8 [M, H, W, C].
+    y_test: int64 [M].
+  """
+
+  x_train: np.ndarray
+  y_train: np.ndarray
+  x_test: np.ndarray
+  y_test: np.ndarray
+
+
+def load_images(name: str, source: str = 'keras', path: str | None = None,
+                data_dir: str | None = None) -> ImageArrays:
+  """Loads an image data set from `source` (see the module docstring).
+
+  Args:
+    name: 'mnist', 'cifar10' or 'cifar100'.
+    source: one of `IMAGE_SOURCES`.
+    path: the file or directory, for 'npz' and 'imagefolder'.
+    data_dir: TFDS data directory, for 'tfds' (None: TFDS's default).
+
+  Raises:
+    DataSourceError: unknown name or source, missing or malformed file.
+  """
+  if name not in IMAGE_DATASETS:
+    raise DataSourceError(f'Unknown image data set {name!r}; known: {sorted(IMAGE_DATASETS)}.')
+  if source == 'keras':
+    arrays = _load_keras(name)
+  elif source == 'tfds':
+    arrays = _load_tfds(name, data_dir)
+  elif source == 'npz':
+    arrays = _load_npz(_existing(path, source))
+  elif source == 'imagefolder':
+    arrays = _load_imagefolder(_existing(path, source))
+  else:
+    raise DataSourceError(f'Unknown image source {source!r}; known: {list(IMAGE_SOURCES)}.')
+  _check_images(arrays, IMAGE_DATASETS[name], f'{name} from {source} {path or ""}'.strip())
+  return arrays
+
+
+def _existing(path: str | None, source: str) -> pathlib.Path:
+  if not path:
+    raise DataSourceError(f"The '{source}' source needs a path (--data_path).")
+  path = pathlib.Path(path)
+  if not path.exists():
+    raise DataSourceError(f'Data file {path} does not exist.')
+  return path
+
+
+def _load_keras(name: str) -> ImageArrays:
+  loader = getattr(tf.keras.datasets, name).load_data
+  try:
+    (x_train, y_train), (x_test, y_test) = loader()
+  except Exception as e:  # pylint: disable=broad-except
+    raise DataSourceError(
+        f'tf.keras.datasets.{name}.load_data() failed ({type(e).__name__}: {str(e)[:200]}). '
+        "Without internet, use --source=npz --data_path=<a Keras-layout .npz file> (for "
+        "MNIST) or --source=imagefolder.") from e
+  if x_train.ndim == 3:  # MNIST: [N, 28, 28] without the channel axis.
+    x_train, x_test = x_train[..., None], x_test[..., None]
+  return ImageArrays(x_train, y_train.reshape(-1).astype(np.int64), x_test,
+                     y_test.reshape(-1).astype(np.int64))
+
+
+def _load_tfds(name: str, data_dir: str | None) -> ImageArrays:
+  try:
+    splits = tfds.load(name, split=['train', 'test'], as_supervised=True, data_dir=data_dir)
+    (x_train, y_train), (x_test, y_test) = [_to_arrays(split) for split in splits]
+  except Exception as e:  # pylint: disable=broad-except
+    raise DataSourceError(
+        f'tfds.load({name!r}) failed ({type(e).__name__}: {str(e)[:200]}). Without internet, '
+        'give a prepared --data_dir, or another --source.') from e
+  return ImageArrays(x_train, y_train, x_test, y_test)
+
+
+def _to_arrays(dataset: tf.data.Dataset) -> tuple[np.ndarray, np.ndarray]:
+  """All (image, label) pairs of a split as numpy arrays (read in chunks of 10,000)."""
+  images, labels = [], []
+  for x, y in tfds.as_numpy(dataset.batch(10_000)):
+    images.append(x)
+    labels.append(y)
+  return np.concatenate(images), np.concatenate(labels).astype(np.int64)
+
+
+def _load_npz(path: pathlib.Path) -> ImageArrays:
+  try:
+    with np.load(path) as data:
+      missing = {'x_train', 'y_train', 'x_test', 'y_test'} - set(data.files)
+      if missing:
+        raise DataSourceError(f'{path} lacks the Keras-layout arrays {sorted(missing)} '
+                              f'(it has {data.files}).')
+      x_train, x_test = data['x_train'], data['x_test']
+      y_train, y_test = data['y_train'], data['y_test']
+  except (OSError, ValueError, EOFError) as e:
+    if isinstance(e, DataSourceError):
+      raise
+    raise DataSourceError(f'{path} is not a readable .npz file: {e}') from e
+  if x_train.ndim == 3:  # Keras MNIST: [N, 28, 28] without the channel axis.
+    x_train, x_test = x_train[..., None], x_test[..., None]
+  return ImageArrays(x_train, y_train.reshape(-1).astype(np.int64), x_test,
+                     y_test.reshape(-1).astype(np.int64))
+
+
+IMAGEFOLDER_SHUFFLE_SEED = 0
+
+
+def _load_imagefolder(path: pathlib.Path) -> ImageArrays:
+  cache = _imagefolder_cache_path(path)
+  if cache.exists():
+    return _load_npz(cache)
+  if path.is_dir():
+    arrays = _read_imagefolder(path)
+  else:
+    try:
+      with tempfile.TemporaryDirectory() as tmp, tarfile.open(path) as archive:
+        archive.extractall(tmp, filter='data')
+        roots = [p for p in pathlib.Path(tmp).rglob('train') if p.is_dir()]
+        if not roots:
+          raise DataSourceError(f'{path} has no train/ folder.')
+        arrays = _read_imagefolder(roots[0].parent)
+    except (tarfile.TarError, EOFError, OSError) as e:
+      raise DataSourceError(f'{path} is not a readable .tar.gz of an image folder: {e}') from e
+  cache.parent.mkdir(parents=True, exist_ok=True)
+  tmp_cache = cache.with_suffix('.tmp.npz')
+  np.savez(tmp_cache, x_train=arrays.x_train, y_train=arrays.y_train, x_test=arrays.x_test,
+           y_test=arrays.y_test)
+  os.replace(tmp_cache, cache)
+  return arrays
+
+
+def _imagefolder_cache_path(path: pathlib.Path) -> pathlib.Path:
+  stat = path.stat()
+  key = hashlib.sha1(f'{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:shuffled'.encode()
+                     ).hexdigest()
+  cache_dir = pathlib.Path(os.environ.get('TFF_FLARE_CACHE', DEFAULT_CACHE_DIR))
+  return cache_dir / f'{path.name}.{key[:12]}.npz'
+
+
+def _read_imagefolder(root: pathlib.Path) -> ImageArrays:
+  """Reads `root/train/<class>/*` and `root/test/<class>/*` (sorted class names)."""
+  splits = {}
+  classes = None
+  for split in ('train', 'test'):
+    directory = root / split
+    if not directory.is_dir():
+      raise DataSourceError(f'Image folder {root} has no {split}/ directory.')
+    split_classes = sorted(p.name for p in directory.iterdir() if p.is_dir())
+    if classes is None:
+      classes = split_classes
+    elif split_classes != classes:
+      raise DataSourceError(f'{root}: train and test have different classes.')
+    files, labels = [], []
+    for label, name in enumerate(classes):
+      names = sorted((directory / name).iterdir())
+      files += [str(f) for f in names]
+      labels += [label] * len(names)
+    splits[split] = (_decode_images(files), np.asarray(labels, np.int64))
+  # Folders list the images class by class; a fixed shuffle gives the mixed order of the
+  # binary releases / TFDS, so that contiguous client slices do not hold one or two classes.
+  shuffled = []
+  for split in ('train', 'test'):
+    x, y = splits[split]
+    order = np.random.default_rng(IMAGEFOLDER_SHUFFLE_SEED).permutation(len(y))
+    shuffled += [x[order], y[order]]
+  return ImageArrays(*shuffled)
+
+
+def _decode_images(files: list[str]) -> np.ndarray:
+  dataset = tf.data.Dataset.from_tensor_slices(files).map(
+      lambda f: tf.io.decode_image(tf.io.read_file(f), expand_animations=False),
+      num_parallel_calls=tf.data.AUTOTUNE)
+  try:
+    return np.stack(list(dataset.as_numpy_iterator()))
+  except (tf.errors.InvalidArgumentError, ValueError) as e:
+    raise DataSourceError(f'Could not decode the images under {os.path.dirname(files[0])}: '
+                          f'{e}') from e
+
+
+def _check_images(arrays: ImageArrays, shape: tuple[int, ...], what: str) -> None:
+  for split in ('train', 'test'):
+    x, y = getattr(arrays, f'x_{split}'), getattr(arrays, f'y_{split}')
+    if tuple(x.shape[1:]) != shape or len(x) != len(y):
+      raise DataSourceError(f'{what}: {split} images have shape {x.shape} and labels '
+                            f'{y.shape}; expected [N, {", ".join(map(str, shape))}] and [N].')
+
+
+# --- Shakespeare --------------------------------------------------------------------------
+
+_SPEAKER_LINE = re.compile(r"^([A-Z][A-Za-z' ,.&-]*[A-Za-z.]):\s*$")
+
+
+def split_play_by_speaker(text: str, test_fraction: float = 0.2
+                          ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+  """Splits a play into speech turns grouped by speaker, then into train and test turns.
+
+  A turn starts with a line `NAME:` and runs to the next blank line; its text is the speech
+  lines joined with newlines. As in LEAF's Shakespeare, each speaker's turns are split in
+  order (the last `test_fraction`, at least one, go to test) and speakers with fewer than two
+  turns are left out, so every client has data in both splits.
+
+  Returns:
+    `(train, test)`, each `{speaker: [speech, ...]}` with the same speakers.
+  """
+  turns = collections.defaultdict(list)
+  speaker, lines = None, []
+  for line in text.splitlines() + ['']:
+    if speaker is None:
+      match = _SPEAKER_LINE.match(line)
+      if match:
+        speaker, lines = match.group(1), []
+    elif line.strip():
+      lines.append(line)
+    else:
+      if lines:
+        turns[speaker].append('\n'.join(lines))
+      speaker = None
+  train, test = {}, {}
+  for name, speeches in turns.items():
+    if len(speeches) < 2:
+      continue
+    num_test = max(1, int(round(test_fraction * len(speeches))))
+    train[name], test[name] = speeches[:-num_test], speeches[-num_test:]
+  return train, test
+
+
+def load_shakespeare(source: str = 'tff', path: str | None = None
+                     ) -> tuple[tff.simulation.datasets.ClientData,
+                                tff.simulation.datasets.ClientData]:
+  """(train, test) `ClientData` of `OrderedDict(snippets=tf.string)`, one client per role.
+
+  Args:
+    source: 'tff' (TFF's LEAF Shakespeare; `path` is its cache dir, None for TFF's default)
+      or 'text' (`path` is a plain-text play file).
+  """
+  if source == 'tff':
+    try:
+      return tff.simulation.datasets.shakespeare.load_data(cache_dir=path)
+    except Exception as e:  # pylint: disable=broad-except
+      raise DataSourceError(
+          f'tff.simulation.datasets.shakespeare.load_data() failed ({type(e).__name__}: '
+          f'{str(e)[:200]}). Without internet, use --source=text --data_path=<a play as plain '
+          'text>.') from e
+  if source != 'text':
+    raise DataSourceError(f'Unknown text source {source!r}; known: {list(TEXT_SOURCES)}.')
+  file = _existing(path, source)
+  try:
+    text = file.read_text()
+  except (OSError, UnicodeDecodeError) as e:
+    raise DataSourceError(f'{file} is not a readable text file: {e}') from e
+  train, test = split_play_by_speaker(text)
+  if not train:
+    raise DataSourceError(f'{file} has no speaker with two or more "NAME:" turns.')
+
+  def client_data(turns):
+    return tff.simulation.datasets.TestClientData({
+        name: collections.OrderedDict(snippets=[s.encode() for s in speeches])
+        for name, speeches in sorted(turns.items())})
+
+  return client_data(train), client_data(test)
