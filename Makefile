@@ -8,11 +8,21 @@ STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install demo test benchmark worker clean bazel-test
+.PHONY: install kernels demo test benchmark worker clean bazel-test
 
 PORT ?= 8000
 
-install: $(STAMP)
+install: $(STAMP) kernels
+
+# FLARE's selection kernels for the in-process mode (tff_flare/algorithms/selection.py); without
+# them that mode runs the same selections as TensorFlow ops, with the same results, slower.
+KERNELS := tff_flare/algorithms/kernels/magnitude_ops.so
+kernels: $(KERNELS)
+
+$(KERNELS): tff_flare/algorithms/kernels/magnitude_ops.cc $(STAMP)
+	$(CXX) -O3 -march=x86-64-v2 -shared -fPIC $< -o $@ \
+	  $$($(BIN)/python -c "import tensorflow as tf; print(' '.join(tf.sysconfig.get_compile_flags() + tf.sysconfig.get_link_flags()))" 2>/dev/null) \
+	  || { rm -f $@; echo "warning: $@ not built; the in-process mode uses TensorFlow ops instead"; }
 
 $(STAMP): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found; run make PYTHON=/path/to/python3.11"; exit 1; }
@@ -38,7 +48,7 @@ worker: install
 	$(BIN)/python -m experiments.worker --port=$(PORT)
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(KERNELS)
 
 # Offline `bazel test` with Debian's Bazel 4.2 (apt-get install bazel-bootstrap bazel-rules-java):
 # Python comes from .venv (tools/BUILD); of the repositories Bazel would download, rules_java

@@ -17,6 +17,7 @@ import tensorflow as tf
 from tff_flare.tasks import data_sources
 from tff_flare.tasks import models
 from tff_flare.tasks import registry as tasks
+from tff_flare.execution import cleanup
 
 _NPZ = flags.DEFINE_string('npz', '../shared/datasets/mnist.npz', 'Keras-layout MNIST .npz.')
 _BATCH = flags.DEFINE_integer('batch_size', 64, 'Batch size.')
@@ -28,6 +29,7 @@ _DOUBLE_SOFTMAX = flags.DEFINE_bool('double_softmax', True,
 
 def main(argv):
   del argv
+  cleanup.install_process_cleanup()
   arrays = data_sources.load_images('mnist', 'npz', _NPZ.value)
   x_train = tasks.scale_pixels(arrays.x_train, (28, 28, 1))
   x_test = tasks.scale_pixels(arrays.x_test, (28, 28, 1))

@@ -27,6 +27,7 @@ import tensorflow as tf
 from tff_flare.simulation import client_state
 from tff_flare.tasks import models
 from tff_flare.algorithms import composer
+from tff_flare.execution import cleanup
 
 _CLIENTS = flags.DEFINE_integer('clients', 100, 'Clients with a state.', lower_bound=1)
 _PER_ROUND = flags.DEFINE_integer('per_round', 10, 'Clients sampled per round.', lower_bound=1)
@@ -82,6 +83,7 @@ def _run_child(storage: str, directory: str) -> dict:
 
 def main(argv):
   del argv
+  cleanup.install_process_cleanup()
   if _CHILD.value:
     print(json.dumps(_run_child(_CHILD.value, _DIRECTORY.value)))
     return 0

@@ -29,6 +29,7 @@ import tensorflow_federated as tff
 
 from tff_flare.algorithms import local_training
 from tff_flare.tasks import registry as tasks
+from tff_flare.execution import cleanup
 
 _MNIST = flags.DEFINE_string('mnist_npz', '../shared/datasets/mnist.npz', 'MNIST .npz.')
 _CIFAR = flags.DEFINE_string('cifar10', '../shared/datasets/cifar10_imagefolder.tar.gz',
@@ -89,6 +90,7 @@ def train_seconds_per_batch(task, num_batches: int) -> float:
 
 def main(argv):
   del argv
+  cleanup.install_process_cleanup()
   tf.get_logger().setLevel('ERROR')
   with tempfile.TemporaryDirectory() as tmp:
     for name, path, shape, num_train in (('mnist_cnn', _MNIST.value, (28, 28), 60_000),

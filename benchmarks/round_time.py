@@ -31,12 +31,12 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from benchmarks import synthetic
 from tff_flare.algorithms import registry
 from tff_flare.execution import modes
 from tff_flare.execution import workers
 from tff_flare.simulation import loop
-from tff_flare.tasks import models
-from tff_flare.tasks import registry as tasks
+from tff_flare.execution import cleanup
 
 _MODEL = flags.DEFINE_enum('model', 'cnn', ['cnn', 'fc'], "The authors' MNIST CNN or FC.")
 _CLIENTS = flags.DEFINE_integer('clients', 10, 'Clients per round.', lower_bound=1)
@@ -50,22 +50,6 @@ _MODES = flags.DEFINE_list('modes', ['local', 'inprocess'],
                            'Modes to time: local, inprocess, workers=N.')
 _THREADS = flags.DEFINE_integer('client_threads', None, 'In-process client threads.')
 
-# feature shape, Keras builder, the authors' client learning rate (momentum 0.99).
-_MODELS = {'cnn': ((28, 28, 1), models.mnist_cnn, 0.215),
-           'fc': ((784,), lambda: models.mnist_fc(), 0.001)}
-
-
-def client_data(model: str, num_clients: int, num_examples: int, batch_size: int
-                ) -> tff.simulation.datasets.ClientData:
-  """Synthetic uint8 images for `model`, batched and scaled as the tasks do."""
-  shape = _MODELS[model][0]
-  rng = np.random.default_rng(0)
-  data = {f'client_{i}': collections.OrderedDict(
-      x=rng.integers(0, 256, size=(num_examples,) + shape, dtype=np.uint8),
-      y=rng.integers(0, 10, size=(num_examples, 1)).astype(np.int32))
-          for i in range(num_clients)}
-  return tff.simulation.datasets.TestClientData(data).preprocess(
-      lambda d: d.batch(batch_size).map(tasks.scale_batch))
 
 
 def _time_mode(mode, processes, data, initial, rounds):
@@ -104,9 +88,10 @@ def _time_mode(mode, processes, data, initial, rounds):
 
 def main(argv):
   del argv
-  feature_shape, keras_builder, learning_rate = _MODELS[_MODEL.value]
-  model_fn = models.tff_model_fn(keras_builder, feature_shape)
-  data = client_data(_MODEL.value, _CLIENTS.value, _EXAMPLES.value, _BATCH.value)
+  cleanup.install_process_cleanup()
+  learning_rate = synthetic.MODELS[_MODEL.value][2]
+  model_fn = synthetic.model_fn(_MODEL.value)
+  data = synthetic.client_data(_MODEL.value, _CLIENTS.value, _EXAMPLES.value, _BATCH.value)
   hparams = registry.Hyperparameters(
       client_optimizer=tff.learning.optimizers.build_sgdm(learning_rate, momentum=0.99),
       keep_percent=0.001, tau=0.05, tau_decay=1.1, reg_steps=1, total_clients=_CLIENTS.value)

@@ -3,6 +3,7 @@
 import os
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+os.environ.setdefault('TF_CPU_ALLOCATOR_USE_BFC', 'true')  # As the binaries (experiments/).
 
 from tff_flare.execution import cleanup  # pylint: disable=g-import-not-at-top,wrong-import-position
 

@@ -56,5 +56,53 @@ class KthSmallestTest(tf.test.TestCase, parameterized.TestCase):
                      float(tf.raw_ops.NthElement(input=values, n=n // 2, reverse=False)))
 
 
+
+class NativeKernelsTest(tf.test.TestCase, parameterized.TestCase):
+  """The compiled kernels (`make kernels`) give the TensorFlow ops' values, exactly."""
+
+  def setUp(self):
+    super().setUp()
+    if selection.native_ops() is None:
+      self.fail(f'{selection.NATIVE_LIBRARY} is not built: run `make kernels` (make install '
+                'builds it).')
+
+  def _both(self, fn, *args):
+    with selection.native_kernels():
+      native = tf.function(fn)(*args)
+    plain = tf.function(fn)(*args)
+    return native, plain
+
+  @parameterized.named_parameters((name, name) for name in _cases())
+  def test_same_values_as_tensorflow(self, name):
+    x = tf.constant(_cases()[name]) * tf.constant(
+        np.where(np.random.default_rng(1).uniform(size=_cases()[name].shape) < 0.5, -1.0,
+                 1.0).astype(np.float32))  # Signed entries.
+    n = int(np.prod(x.shape))
+    for k in (1, 3, 169):
+      native, plain = self._both(lambda t, k=k: selection.kth_largest_magnitude(t, k), x)
+      self.assertEqual(float(native), float(plain), msg=f'{name} k={k}')
+    for index in (0, n // 2, n - 1):
+      native, plain = self._both(lambda t, i=index: selection.kth_smallest_magnitude(t, i), x)
+      self.assertEqual(float(native), float(plain), msg=f'{name} index={index}')
+    threshold = tf.constant(float(np.median(np.abs(_cases()[name]))))
+    native, plain = self._both(lambda t: selection.magnitude_mask(t, threshold), x)
+    self.assertAllEqual(native, plain)
+    native, plain = self._both(lambda t: selection.split_by_magnitude(t, threshold), x)
+    for a, b in zip(native, plain):
+      self.assertAllEqual(a, b)
+    # Bit for bit, signs of zeros included.
+    self.assertAllEqual(np.signbit(native[1]), np.signbit(plain[1]))
+
+  def test_only_inside_the_block(self):
+    x = tf.constant(_cases()['normal'])
+    with selection.native_kernels():
+      graph = tf.function(lambda t: selection.magnitude_mask(t, 0.5)).get_concrete_function(
+          x).graph
+    self.assertIn('MagnitudeMask', [op.type for op in graph.get_operations()])
+    graph = tf.function(lambda t: selection.magnitude_mask(t, 0.5)).get_concrete_function(
+        x).graph
+    self.assertNotIn('MagnitudeMask', [op.type for op in graph.get_operations()])
+
+
 if __name__ == '__main__':
   tf.test.main()

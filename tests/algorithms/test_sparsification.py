@@ -43,7 +43,7 @@ class AuthorsRuleTableTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.parameters(0.0001, 0.001, 0.01, 0.1)
   def test_cnn_kept_counts_match_spec(self, keep_percent):
     tensors = [_distinct_tensor(s, i) for i, s in enumerate(CNN_SHAPES)]
-    sent, _ = sparsification.sparsify(tensors, keep_percent)
+    sent = sparsification.sparsify(tensors, keep_percent).sent
     counts = [int(tf.math.count_nonzero(t)) for t in sent]
     self.assertEqual(counts, CNN_KEPT[keep_percent])
     self.assertEqual(sum(counts), CNN_TOTAL[keep_percent])
@@ -53,7 +53,7 @@ class AuthorsRuleTableTest(tf.test.TestCase, parameterized.TestCase):
   def test_fc_kept_counts_match_spec(self, keep_percent):
     counts = []
     for i, shape in enumerate(FC_SHAPES):
-      sent, _ = sparsification.sparsify([_distinct_tensor(shape, i)], keep_percent)
+      sent = sparsification.sparsify([_distinct_tensor(shape, i)], keep_percent).sent
       counts.append(int(tf.math.count_nonzero(sent[0])))
       self.assertEqual(
           counts[-1],
@@ -64,7 +64,7 @@ class AuthorsRuleTableTest(tf.test.TestCase, parameterized.TestCase):
   def test_keeps_the_largest_magnitudes(self):
     x = tf.constant([0.1, -0.9, 0.3, 0.8, -0.2, 0.05, 0.0, 0.4, -0.6, 0.7])
     # n=10, R=25: k = 2.5 -> rne 2 -> k' = 4 -> the 3 largest magnitudes survive.
-    sent, residual = sparsification.sparsify([x], 25.0)
+    sent, residual, _ = sparsification.sparsify([x], 25.0)
     self.assertAllEqual(sent[0], np.float32([0, -0.9, 0, 0.8, 0, 0, 0, 0, 0, 0.7]))
     self.assertAllEqual(residual[0], np.float32([0.1, 0, 0.3, 0, -0.2, 0.05, 0, 0.4, -0.6, 0]))
 
@@ -74,24 +74,24 @@ class AuthorsRuleTiesTest(tf.test.TestCase):
 
   def test_all_equal_top_magnitudes_send_nothing(self):
     x = tf.constant([5.0, 5.0, 5.0, 1.0, 0, 0, 0, 0, 0, 0])
-    sent, residual = sparsification.sparsify([x], 1.0)
+    sent, residual, _ = sparsification.sparsify([x], 1.0)
     self.assertAllEqual(sent[0], np.zeros(10))
     self.assertAllEqual(residual[0], x)
 
   def test_tie_below_the_top_keeps_only_the_top(self):
     x = tf.constant([5.0, -4.0, 4.0, 1.0, 0, 0, 0, 0, 0, 0])
-    sent, _ = sparsification.sparsify([x], 1.0)
+    sent = sparsification.sparsify([x], 1.0).sent
     self.assertAllEqual(sent[0], [5.0, 0, 0, 0, 0, 0, 0, 0, 0, 0])
 
   def test_fewer_nonzeros_than_the_cut_sends_all_nonzeros(self):
     x = tf.constant([0, 0, -3.0, 0, 0, 0, 0, 0, 0, 0])
-    sent, residual = sparsification.sparsify([x], 1.0)
+    sent, residual, _ = sparsification.sparsify([x], 1.0)
     self.assertAllEqual(sent[0], x)
     self.assertAllEqual(residual[0], np.zeros(10))
 
   def test_bias_of_ten_keeps_one_at_tiny_keep_percent(self):
     x = _distinct_tensor((10,), 3)
-    sent, _ = sparsification.sparsify([x], 0.001)
+    sent = sparsification.sparsify([x], 0.001).sent
     self.assertEqual(int(tf.math.count_nonzero(sent[0])), 1)
     self.assertEqual(float(tf.reduce_max(tf.abs(sent[0]))), float(tf.reduce_max(tf.abs(x))))
 
@@ -102,7 +102,7 @@ class ExactRuleTest(tf.test.TestCase, parameterized.TestCase):
                             (10, 100.0, 10), (10, 45.0, 4), (7, 50.0, 4))
   def test_keeps_exactly_k(self, n, keep_percent, expected):
     x = _distinct_tensor((n,), 0)
-    sent, _ = sparsification.sparsify([x], keep_percent, EXACT)
+    sent = sparsification.sparsify([x], keep_percent, EXACT).sent
     self.assertEqual(int(tf.math.count_nonzero(sent[0])), expected)
     self.assertEqual(sparsification.exact_keep_count(n, keep_percent), expected)
     kept = np.sort(np.abs(sent[0].numpy()))[-expected:]
@@ -110,7 +110,7 @@ class ExactRuleTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_keeps_exactly_k_with_ties(self):
     x = tf.constant([5.0, 5.0, 5.0, 1.0, 0, 0, 0, 0, 0, 0])
-    sent, _ = sparsification.sparsify([x], 20.0, EXACT)  # k = 2
+    sent = sparsification.sparsify([x], 20.0, EXACT).sent  # k = 2
     self.assertEqual(int(tf.math.count_nonzero(sent[0])), 2)
 
 
@@ -120,7 +120,7 @@ class SentPlusResidualTest(tf.test.TestCase, parameterized.TestCase):
   def test_partition_is_exact(self, rule, keep_percent):
     shapes = [(7, 13), (13,), (3, 3, 2, 4)]
     x = [tf.random.stateless_normal(s, seed=[i, 1]) for i, s in enumerate(shapes)]
-    sent, residual = sparsification.sparsify(x, keep_percent, rule)
+    sent, residual, _ = sparsification.sparsify(x, keep_percent, rule)
     for xi, si, ri in zip(x, sent, residual):
       self.assertAllEqual(si + ri, xi)
       self.assertAllEqual(si * ri, tf.zeros_like(xi))
@@ -141,7 +141,7 @@ class ValidationTest(tf.test.TestCase, parameterized.TestCase):
     sparsification.check_rule_fits([tf.TensorShape([10])], 95.0, EXACT)
     with self.assertRaisesRegex(ValueError, 'too large'):
       sparsification.sparsify([tf.ones([10])], 100.0, AUTHORS)
-    sent, _ = sparsification.sparsify([tf.ones([10])], 100.0, EXACT)
+    sent = sparsification.sparsify([tf.ones([10])], 100.0, EXACT).sent
     self.assertAllEqual(sent[0], tf.ones([10]))
 
   def test_encoding_bytes(self):

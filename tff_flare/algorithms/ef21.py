@@ -69,15 +69,17 @@ def _ef21_client_update(model, optimizer, server_weights, params, dataset, clien
   state = client_state[EF21_STATE]
   innovation = [d - g for d, g in zip(local_training.model_delta(result, server_weights),
                                       state)]
-  correction, _ = sparsification.sparsify(innovation, keep_percent, rule)
+  split = sparsification.sparsify(innovation, keep_percent, rule)
+  correction = split.sent
   new_state = [g + c for g, c in zip(state, correction)]
   message = new_state if dense_state_shortcut else correction
   return parts.ClientOutput(
       message=message,
       client_state=collections.OrderedDict([(EF21_STATE, new_state)]),
       counters=collections.OrderedDict(
-          entries_sent=sparsification.count_nonzero(message),
-          correction_entries=sparsification.count_nonzero(correction)))
+          entries_sent=(sparsification.count_nonzero(message) if dense_state_shortcut
+                        else split.num_sent),
+          correction_entries=split.num_sent))
 
 
 def build_ef21(

@@ -40,10 +40,10 @@ def compress(delta, accumulator, keep_percent, rule: sparsification.TopKRule
     `OrderedDict(accumulator=delta + accumulator - sent)`.
   """
   corrected = [d + a for d, a in zip(delta, accumulator)]
-  sent, residual = sparsification.sparsify(corrected, keep_percent, rule)
+  split = sparsification.sparsify(corrected, keep_percent, rule)
   return parts.ClientOutput(
-      message=sent, client_state=collections.OrderedDict([(ACCUMULATOR, residual)]),
-      counters=collections.OrderedDict(entries_sent=sparsification.count_nonzero(sent)))
+      message=split.sent, client_state=collections.OrderedDict([(ACCUMULATOR, split.residual)]),
+      counters=collections.OrderedDict(entries_sent=split.num_sent))
 
 
 def validate_compression(model_fn, keep_percent: float, rule: sparsification.TopKRule) -> None:

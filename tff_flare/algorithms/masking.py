@@ -113,7 +113,9 @@ def _masks_for(mode, shapes, masked, keep_probability, round_seed, client_key, d
 
 
 def _squared_norm(tensors) -> tf.Tensor:
-  return tf.add_n([tf.reduce_sum(tf.square(tf.cast(t, tf.float64))) for t in tensors])
+  # A sum of the stacked parts, not `tf.add_n` (see `sparsification.count_nonzero`).
+  return tf.reduce_sum(tf.stack([tf.reduce_sum(tf.square(tf.cast(t, tf.float64)))
+                                 for t in tensors]))
 
 
 def _masking_noise_draws(delta, masked, keep_probability, round_seed, client_key, mode,

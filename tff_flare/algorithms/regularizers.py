@@ -57,11 +57,9 @@ def percentile_index(num_elements: int, mask_percentile: float) -> int:
 
 def percentile_mask(accumulator: tf.Tensor, mask_percentile: float) -> tf.Tensor:
   """FLARE's mask of one tensor: `1[|a| > percentile_t(|a|)]`, float, shaped like `a`."""
-  magnitudes = tf.abs(accumulator)
-  flat = tf.reshape(magnitudes, [-1])
-  index = percentile_index(flat.shape.num_elements(), mask_percentile)
-  threshold = selection.kth_smallest(flat, index)  # NthElement's entry, in fewer passes.
-  return tf.cast(magnitudes > threshold, accumulator.dtype)
+  index = percentile_index(accumulator.shape.num_elements(), mask_percentile)
+  threshold = selection.kth_smallest_magnitude(accumulator, index)
+  return selection.magnitude_mask(accumulator, threshold)
 
 
 def flare_masks(accumulator, regularized, mask_percentile: float):

@@ -17,11 +17,27 @@ with a cheap pass and then select exactly among a small candidate set. Results e
   bracket misses (or most entries tie), the full `NthElement` runs instead: always exact.
 
 Small tensors go straight to `top_k` / `NthElement`.
+
+The algorithms call the magnitude functions below (`kth_largest_magnitude`,
+`kth_smallest_magnitude`, `magnitude_mask`, `split_by_magnitude`). Inside
+`native_kernels()` (the in-process execution traces its client work there) they run as the
+compiled kernels of `kernels/magnitude_ops.cc`, when `make kernels` has built them: each a
+single pass or two over memory, instead of TensorFlow's several ops with a fresh output each.
+Everywhere else (TFF's runtime cannot load them) and without the build, the TensorFlow ops
+run. Both give the same values, exactly (tested).
 """
 
+import contextlib
+import contextvars
 import math
+import pathlib
 
+from absl import logging
 import tensorflow as tf
+
+NATIVE_LIBRARY = pathlib.Path(__file__).resolve().parent / 'kernels' / 'magnitude_ops.so'
+_use_native = contextvars.ContextVar('tff_flare_native_kernels', default=False)
+_loaded = {}
 
 # Below this many entries the plain kernels are as fast.
 _SMALL = 1 << 16
@@ -76,3 +92,66 @@ def kth_smallest(values: tf.Tensor, index: int) -> tf.Tensor:
       inside,
       lambda: tf.raw_ops.NthElement(input=candidates, n=index - below, reverse=False),
       lambda: tf.raw_ops.NthElement(input=values, n=index, reverse=False))
+
+
+def native_ops():
+  """The compiled kernels (a module of TF ops), or None when they are not built."""
+  if 'ops' not in _loaded:
+    _loaded['ops'] = None
+    if NATIVE_LIBRARY.exists():
+      try:
+        _loaded['ops'] = tf.load_op_library(str(NATIVE_LIBRARY))
+      except (tf.errors.NotFoundError, OSError) as e:
+        logging.warning('%s cannot be loaded (%s): the TensorFlow ops run instead.',
+                        NATIVE_LIBRARY, e)
+  return _loaded['ops']
+
+
+@contextlib.contextmanager
+def native_kernels(enabled: bool = True):
+  """Functions traced in this block (in this thread) use the compiled kernels, if built."""
+  token = _use_native.set(enabled and native_ops() is not None)
+  try:
+    yield
+  finally:
+    _use_native.reset(token)
+
+
+def _native():
+  return native_ops() if _use_native.get() else None
+
+
+def kth_largest_magnitude(x: tf.Tensor, k) -> tf.Tensor:
+  """The k-th largest `|x|` (1-based, duplicates counted); `k` a Python int or a tensor."""
+  ops = _native()
+  if ops is not None and not tf.is_tensor(k):
+    return ops.magnitude_order_statistic(x, x.shape.num_elements() - k)
+  return kth_largest(tf.abs(x), k)
+
+
+def kth_smallest_magnitude(x: tf.Tensor, index: int) -> tf.Tensor:
+  """The `index`-th smallest `|x|` (0-based, duplicates counted): `NthElement` of `|x|`."""
+  ops = _native()
+  if ops is not None:
+    return ops.magnitude_order_statistic(x, index)
+  return kth_smallest(tf.reshape(tf.abs(x), [-1]), index)
+
+
+def magnitude_mask(x: tf.Tensor, threshold: tf.Tensor) -> tf.Tensor:
+  """`1[|x| > threshold]` as `x`'s float dtype."""
+  ops = _native()
+  if ops is not None:
+    return ops.magnitude_mask(x, threshold)
+  return tf.cast(tf.abs(x) > threshold, x.dtype)
+
+
+def split_by_magnitude(x: tf.Tensor, threshold: tf.Tensor):
+  """`(above, rest, count)`: `x` where `|x| > threshold` (else 0), `x - above`, and how many.
+
+  `rest` is exact: zero where an entry went to `above`, the entry itself elsewhere.
+  """
+  ops = _native()
+  if ops is not None:
+    return ops.split_by_magnitude(x, threshold)
+  above = tf.where(tf.abs(x) > threshold, x, tf.zeros_like(x))
+  return above, x - above, tf.math.count_nonzero(above, dtype=tf.int64)

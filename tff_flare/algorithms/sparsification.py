@@ -25,6 +25,7 @@ float32 arithmetic, and capped at `n` (where the authors' code would crash; a de
 
 import enum
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -106,27 +107,42 @@ def authors_cut_rank_tf(num_elements: int, keep_percent: tf.Tensor) -> tf.Tensor
   return tf.minimum(tf.cast(tf.round(k), tf.int32) + 2, num_elements)
 
 
-def _sparsify_tensor(x: tf.Tensor, keep_percent, rule: TopKRule) -> tf.Tensor:
-  """The sent part of one tensor (same shape and dtype as `x`)."""
+class Split(NamedTuple):
+  """What `sparsify` returns: three nests like its input, and a count.
+
+  Attributes:
+    sent: the surviving entries, zeros elsewhere.
+    residual: `input - sent`, exactly (zero where an entry was sent).
+    num_sent: int64 scalar, the nonzero entries of `sent` (entries equal to 0 are not sent).
+  """
+
+  sent: Any
+  residual: Any
+  num_sent: tf.Tensor
+
+
+def _split_tensor(x: tf.Tensor, keep_percent, rule: TopKRule):
+  """`(sent, residual, num_sent)` of one tensor."""
   n = x.shape.num_elements()
   if rule == TopKRule.AUTHORS:
     cut_rank = (authors_cut_rank_tf(n, keep_percent) if tf.is_tensor(keep_percent) else
                 authors_cut_rank(n, keep_percent))
-    magnitudes = tf.abs(x)
-    threshold = selection.kth_largest(magnitudes, cut_rank)
-    return tf.where(magnitudes > threshold, x, tf.zeros_like(x))
+    return selection.split_by_magnitude(x, selection.kth_largest_magnitude(x, cut_rank))
   if tf.is_tensor(keep_percent):
     raise TypeError('A tensor keep_percent needs the authors\' rule.')
   k = exact_keep_count(n, keep_percent)
   if k == n:
-    return tf.identity(x)
-  flat = tf.reshape(x, [-1])
-  indices = tf.math.top_k(tf.abs(flat), k=k, sorted=False).indices
-  sent = tf.scatter_nd(indices[:, tf.newaxis], tf.gather(flat, indices), [n])
-  return tf.reshape(sent, x.shape)
+    sent = tf.identity(x)
+  else:
+    flat = tf.reshape(x, [-1])
+    indices = tf.math.top_k(tf.abs(flat), k=k, sorted=False).indices
+    sent = tf.reshape(tf.scatter_nd(indices[:, tf.newaxis], tf.gather(flat, indices), [n]),
+                      x.shape)
+  # Each entry is either copied into `sent` or left zero there, so this difference is exact.
+  return sent, x - sent, tf.math.count_nonzero(sent, dtype=tf.int64)
 
 
-def sparsify(structure, keep_percent: float, rule: TopKRule = TopKRule.AUTHORS):
+def sparsify(structure, keep_percent: float, rule: TopKRule = TopKRule.AUTHORS) -> Split:
   """Top-k sparsifies every tensor of a structure independently.
 
   Args:
@@ -136,8 +152,8 @@ def sparsify(structure, keep_percent: float, rule: TopKRule = TopKRule.AUTHORS):
     rule: which entries survive (see the module docstring).
 
   Returns:
-    `(sent, residual)`, two nests like `structure`: `sent` holds the surviving entries and
-    zeros elsewhere, `residual = structure - sent` (zero where an entry was sent).
+    A `Split`: `sent` holds the surviving entries and zeros elsewhere, `residual = structure
+    - sent` (zero where an entry was sent), `num_sent` counts the nonzeros of `sent`.
 
   Raises:
     ValueError: for `keep_percent` outside (0, 100], or too large for a tensor under the
@@ -145,16 +161,20 @@ def sparsify(structure, keep_percent: float, rule: TopKRule = TopKRule.AUTHORS):
   """
   if not tf.is_tensor(keep_percent):
     check_rule_fits([t.shape for t in tf.nest.flatten(structure)], keep_percent, rule)
-  sent = tf.nest.map_structure(lambda x: _sparsify_tensor(x, keep_percent, rule), structure)
-  # Each entry is either copied into `sent` or left zero there, so this difference is exact.
-  residual = tf.nest.map_structure(tf.subtract, structure, sent)
-  return sent, residual
+  leaves = tf.nest.flatten(structure)
+  parts = [_split_tensor(x, keep_percent, rule) for x in leaves]
+  return Split(sent=tf.nest.pack_sequence_as(structure, [p[0] for p in parts]),
+               residual=tf.nest.pack_sequence_as(structure, [p[1] for p in parts]),
+               num_sent=(tf.reduce_sum(tf.stack([p[2] for p in parts])) if parts else
+                         tf.constant(0, tf.int64)))
 
 
 def count_nonzero(structure) -> tf.Tensor:
   """Total number of nonzero entries of a nest of tensors, as an int64 scalar."""
   counts = [tf.math.count_nonzero(t, dtype=tf.int64) for t in tf.nest.flatten(structure)]
-  return tf.add_n(counts) if counts else tf.constant(0, tf.int64)
+  # Not `tf.add_n`: Grappler may turn an AddN into an AccumulateNV2 with a per-step temporary
+  # variable, which two clients trained at once in this process would both create.
+  return tf.reduce_sum(tf.stack(counts)) if counts else tf.constant(0, tf.int64)
 
 
 def sparse_encoding_bytes(nonzero_entries: tf.Tensor) -> tf.Tensor:

@@ -12,10 +12,14 @@ same `RoundFunctions` the TFF process wraps (`tff_flare.algorithms.composer`) ru
     round: a Keras model built in eager mode is invalidated by any model built later inside
     a `tf.Graph`, as every TFF process builder does;
   * the clients' summable outputs are added in client order and the server step runs as one
-    `tf.function` (the round's metrics are read eagerly after it).
+    `tf.function` (the round's metrics are read eagerly after it);
+  * FLARE's selections (the mask's median, the top-k cut) run as the compiled kernels of
+    `algorithms/kernels` when they are built (`make kernels`; `algorithms.selection`), the
+    TensorFlow ops otherwise: the same values either way.
 
-The server state has the structure and the leaves the TFF process's state has, so a
-checkpoint written in one execution mode resumes in the other. Results equal TFF's up to
+The server state has the structure and the leaves the TFF process's state has (as tensors
+here, numpy arrays there), so a checkpoint written in one execution mode resumes in the
+other. Results equal TFF's up to
 float rounding (the sums are added in another order); `tests/execution/test_inprocess.py`
 compares every algorithm.
 """
@@ -31,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_flare.algorithms import composer
+from tff_flare.algorithms import selection
 
 
 def _as_array(value) -> np.ndarray:
@@ -45,7 +50,8 @@ def _to_numpy(structure):
 
 
 def _to_tensors(structure):
-  """Tensors for a `tf.function` argument (numpy scalars would be traced by value)."""
+  """Tensors for a `tf.function` argument (numpy scalars would be traced by value); tensors
+  pass as they are, arrays are copied in once."""
   return tf.nest.map_structure(tf.convert_to_tensor, structure)
 
 
@@ -96,7 +102,12 @@ class _ClientWorker:
       return functions.client_work(model.model, server_weights, params, dataset,
                                    client_state, client_input)
 
-    self.run = run
+    self._run = run
+
+  def run(self, *args):
+    """The client work; traced (at the first call) with the compiled selection kernels."""
+    with selection.native_kernels():
+      return self._run(*args)
 
 
 class InProcessProcess:
@@ -177,8 +188,11 @@ class InProcessProcess:
     summed = tf.nest.map_structure(_add, *[o['summable'] for o in outputs])
     new_state, measurements = self._server_step(state, summed)
     metrics = self._functions.round_metrics(state.client_work, summed, measurements)
-    return composer.RoundOutput(state=_to_numpy(new_state), metrics=_to_numpy(metrics),
-                                client_states=[_to_numpy(o['client_state']) for o in outputs])
+    # The server and client states stay tensors: copying 145 MB of FC weights out to numpy
+    # and back in would cost more than the round's arithmetic on them (`np.asarray` reads a
+    # tensor without a copy, for checkpoints).
+    return composer.RoundOutput(state=new_state, metrics=_to_numpy(metrics),
+                                client_states=[o['client_state'] for o in outputs])
 
   def _take_worker(self) -> _ClientWorker:
     try:

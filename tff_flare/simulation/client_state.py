@@ -31,7 +31,7 @@ def _signature(state) -> list[tuple[tuple[int, ...], np.dtype]]:
 
 
 class ClientStateStore:
-  """Per-client states held in memory as numpy nests.
+  """Per-client states held in memory as nests of numpy arrays or tensors (as given).
 
   Args:
     initial_state_fn: no-arg callable returning a new client's state (e.g. a process's
@@ -66,14 +66,15 @@ class ClientStateStore:
     return [self.get(cid) for cid in client_ids]
 
   def validate(self, state, client_id: Hashable = None) -> Any:
-    """Returns `state` as a numpy nest, or raises `ClientStateMismatchError`."""
+    """Returns `state` (its leaves as given: numpy arrays, or tensors, which are not copied)
+    or raises `ClientStateMismatchError`."""
     try:
       tf.nest.assert_same_structure(self._initial_state, state, check_types=False)
     except (ValueError, TypeError) as e:
       raise ClientStateMismatchError(
           f'Client state of {client_id!r} does not have the structure of the process\'s '
           f'client state: {e}') from e
-    state = tf.nest.map_structure(np.asarray, state)
+    state = tf.nest.map_structure(lambda t: t if tf.is_tensor(t) else np.asarray(t), state)
     signature = _signature(state)
     if signature != self._signature:
       raise ClientStateMismatchError(
