@@ -37,8 +37,10 @@ $(STAMP): requirements.txt pyproject.toml
 demo: install
 	$(BIN)/python -m experiments.demo
 
+# One pytest worker per CPU (pytest-xdist; worksteal balances the long tests).
+TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 test: install
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist=worksteal tests $(PYTEST_ARGS)
 
 benchmark: install
 	$(BIN)/python -m benchmarks.round_time

@@ -4,6 +4,14 @@ For each run directory: test accuracy and test loss against the round, and test 
 against the cumulative bytes uploaded by the clients, one line per algorithm.
 
   python -m experiments.plot runs/cnn3 --output=experiments/results/cnn3.png
+
+With `--seeds`, the directories are seeds of one experiment (the same configuration, another
+`--seed`): one figure, test accuracy against the round and against cumulative bytes uploaded,
+every seed thin and the mean over seeds bold, and a markdown table of the mean and the range
+(min-max over seeds) at `--table_rounds`, printed and written next to the PNG (`.md`).
+
+  python -m experiments.plot --seeds runs/cnn3_seed0 runs/cnn3_seed1 runs/cnn3_seed2 \
+      --output=experiments/results/cnn3/seeds.png --title='MNIST CNN, 3 of 10 clients'
 """
 
 import csv
@@ -16,8 +24,24 @@ import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-_OUTPUT = flags.DEFINE_string('output', None, 'PNG file to write.')
-flags.mark_flag_as_required('output')
+# Not marked required: importing this module (e.g. in a test) must not add a validator to
+# the global flags of whatever else parses them.
+_OUTPUT = flags.DEFINE_string('output', None, 'PNG file to write (required).')
+_SEEDS = flags.DEFINE_bool('seeds', False, 'The directories are seeds of one experiment.')
+_TITLE = flags.DEFINE_string('title', None, 'Figure title (with --seeds).')
+_TABLE_ROUNDS = flags.DEFINE_list('table_rounds', ['100', '200', '300', '1000'],
+                                  'With --seeds: the rounds of the table (those reached).')
+_RENAME = flags.DEFINE_list('rename', [], 'With --seeds: old:new algorithm names, e.g. '
+                            'ef21:ef21_dense for a run made with --ef21_dense_state.')
+
+# The papers' names for the algorithms.
+PAPER_NAMES = {
+    'flare': 'FLARE', 'ec': 'EC', 'ec_fedprox': 'EC+FedProx', 'ec_ffl': 'EC-FFL',
+    'ef21': 'EF21', 'ef21_dense': 'EF21 (authors\' dense state)', 'fedavg': 'FedAvg',
+    'tff_fedavg': 'TFF FedAvg', 'tff_fedprox': 'TFF FedProx', 'mask_none': 'no mask',
+    'mask_independent': 'independent masks', 'mask_synchronized': 'synchronized masks'}
+_COLORS = {'flare': 'C3', 'ec': 'C0', 'ef21': 'C2', 'ef21_dense': 'C2', 'fedavg': 'C7',
+           'ec_fedprox': 'C1', 'ec_ffl': 'C4', 'tff_fedavg': 'C5', 'tff_fedprox': 'C6'}
 
 
 def read_curves(metrics_csv: pathlib.Path) -> dict[str, dict[str, list[float]]]:
@@ -74,10 +98,95 @@ def plot_runs(run_dirs: list[str], output: str) -> None:
   plt.close(fig)
 
 
+def seed_curves(run_dirs: list[str], names: dict[str, str] | None = None):
+  """`{algorithm: [curve of each seed]}` over the seeds' runs (see `read_curves`).
+
+  `names` renames algorithms (e.g. a run that called the dense-state EF21 `ef21`).
+  """
+  names = names or {}
+  curves = {}
+  for run_dir in run_dirs:
+    for name, curve in read_curves(pathlib.Path(run_dir) / 'metrics.csv').items():
+      curves.setdefault(names.get(name, name), []).append(curve)
+  return curves
+
+
+def seed_table(curves, rounds: list[int]) -> str:
+  """Markdown: test accuracy, mean over seeds and [min, max], at each round every seed reached."""
+  reached = [r for r in rounds
+             if all(r in c['round'] for per_seed in curves.values() for c in per_seed)]
+  seeds = min(len(per_seed) for per_seed in curves.values())
+  lines = [f'| algorithm | ' + ' | '.join(f'round {r}' for r in reached) + ' |',
+           '|---|' + '---:|' * len(reached)]
+  for name, per_seed in curves.items():
+    cells = []
+    for r in reached:
+      values = [c['accuracy'][c['round'].index(r)] for c in per_seed]
+      cells.append(f'{sum(values) / len(values):.4f} [{min(values):.4f}, {max(values):.4f}]')
+    lines.append(f'| {PAPER_NAMES.get(name, name)} | ' + ' | '.join(cells) + ' |')
+  return (f'Test accuracy, mean over {seeds} seeds [min, max]:\n\n' + '\n'.join(lines) + '\n')
+
+
+def _mean_curve(per_seed, key):
+  """The mean over seeds of `key` at the rounds every seed has."""
+  common = sorted(set.intersection(*(set(c['round']) for c in per_seed)))
+  mean = [sum(c[key][c['round'].index(r)] for c in per_seed) / len(per_seed) for r in common]
+  return common, mean
+
+
+def plot_seeds(curves, output: str, title: str | None) -> None:
+  """Accuracy against round and against cumulative bytes: seeds thin, their mean bold."""
+  fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+  for name, per_seed in curves.items():
+    color = _COLORS.get(name)
+    label = f'{PAPER_NAMES.get(name, name)} ({len(per_seed)} seeds)'
+    for curve in per_seed:
+      axes[0].plot(curve['round'], curve['accuracy'], color=color, lw=0.7, alpha=0.45)
+      positive = [(b, a) for b, a in zip(curve['bytes'], curve['accuracy']) if b > 0]
+      if positive:
+        axes[1].plot(*zip(*positive), color=color, lw=0.7, alpha=0.45)
+    rounds, accuracy = _mean_curve(per_seed, 'accuracy')
+    axes[0].plot(rounds, accuracy, color=color, lw=2.2, label=label)
+    _, uploaded = _mean_curve(per_seed, 'bytes')
+    positive = [(b, a) for b, a in zip(uploaded, accuracy) if b > 0]
+    if positive:
+      axes[1].plot(*zip(*positive), color=color, lw=2.2, label=label)
+  axes[0].set_xlabel('round')
+  axes[1].set_xlabel('cumulative bytes uploaded by all clients (log scale)')
+  axes[1].set_xscale('log')
+  for ax in axes:
+    ax.set_ylabel('test accuracy (10,000 images)')
+    ax.grid(alpha=0.3)
+  axes[0].legend(loc='lower right', fontsize=8)
+  if title:
+    fig.suptitle(f'{title}: each seed thin, mean over seeds bold')
+  fig.tight_layout()
+  pathlib.Path(output).parent.mkdir(parents=True, exist_ok=True)
+  fig.savefig(output, dpi=100)
+  plt.close(fig)
+
+
 def main(argv):
   if len(argv) < 2:
     raise app.UsageError('Give one or more run directories.')
-  plot_runs(argv[1:], _OUTPUT.value)
+  if not _OUTPUT.value:
+    raise app.UsageError('--output is required.')
+  if _SEEDS.value:
+    try:
+      names = dict(pair.split(':') for pair in _RENAME.value)
+    except ValueError as e:
+      raise app.UsageError(f'--rename takes old:new pairs: {_RENAME.value}') from e
+    curves = seed_curves(argv[1:], names)
+    plot_seeds(curves, _OUTPUT.value, _TITLE.value)
+    try:
+      rounds = [int(r) for r in _TABLE_ROUNDS.value]
+    except ValueError as e:
+      raise app.UsageError(f'--table_rounds: {e}') from e
+    table = seed_table(curves, rounds)
+    pathlib.Path(_OUTPUT.value).with_suffix('.md').write_text(table)
+    print(table)
+  else:
+    plot_runs(argv[1:], _OUTPUT.value)
   print(f'wrote {_OUTPUT.value}')
 
 

@@ -14,8 +14,9 @@ from experiments import presets
 from tff_flare.experiment import config as config_lib
 
 _BINARY = [sys.executable, '-m', 'experiments.run_experiment']
-_FLAGS = ['--task=digits_demo', '--algorithms=flare,ef21_dense,ec_ffl,tff_fedavg',
-          '--clients_per_round=3', '--rounds=5', '--eval_every=2', '--checkpoint_every=1',
+# TFF's own algorithms on TFF's runtime beside these: tests/execution/test_inprocess.py.
+_FLAGS = ['--task=digits_demo', '--algorithms=flare,ef21_dense,ec_ffl',
+          '--clients_per_round=3', '--rounds=4', '--eval_every=2', '--checkpoint_every=1',
           '--execution=inprocess']
 
 
@@ -38,7 +39,6 @@ class ResumeTest(tf.test.TestCase):
     whole = os.path.join(base, 'whole')
     result = _run(_FLAGS + [f'--output_dir={whole}'])
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-    self.assertIn('tff_fedavg on TFF\'s local runtime (TFF\'s own algorithm', result.stdout)
 
     killed = os.path.join(base, 'killed')
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')

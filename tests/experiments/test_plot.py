@@ -1,0 +1,59 @@
+"""Tests of the figures and seed tables (`experiments.plot`) on hand-written metrics files."""
+
+import csv
+import os
+import pathlib
+import tempfile
+
+import tensorflow as tf
+
+from experiments import plot
+
+
+def _write_run(directory: pathlib.Path, accuracies: dict[str, list[float]], sent: float):
+  """A metrics.csv with evaluations at rounds 0, 100, 200 and `sent` bytes every round."""
+  directory.mkdir(parents=True)
+  names = list(accuracies)
+  columns = ['round'] + [f'{n}/{c}' for n in names
+                         for c in ('eval/accuracy', 'eval/loss', 'bytes_uploaded')]
+  with open(directory / 'metrics.csv', 'w', newline='') as f:
+    writer = csv.DictWriter(f, columns)
+    writer.writeheader()
+    for r in range(201):
+      row = {'round': r}
+      for n in names:
+        if r % 100 == 0:
+          row[f'{n}/eval/accuracy'] = accuracies[n][r // 100]
+          row[f'{n}/eval/loss'] = 1.0
+        if r < 200:
+          row[f'{n}/bytes_uploaded'] = sent
+      writer.writerow(row)
+
+
+class SeedTableTest(tf.test.TestCase):
+
+  def test_mean_and_range_over_seeds_at_the_rounds_reached(self):
+    base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    _write_run(base / 's0', {'flare': [0.1, 0.5, 0.6], 'ef21': [0.1, 0.2, 0.3]}, 10.0)
+    _write_run(base / 's1', {'flare': [0.1, 0.3, 0.8], 'ef21': [0.1, 0.4, 0.5]}, 10.0)
+    curves = plot.seed_curves([str(base / 's0'), str(base / 's1')], {'ef21': 'ef21_dense'})
+    self.assertEqual(sorted(curves), ['ef21_dense', 'flare'])
+    # Evaluations happen before the round's training: 100 rounds of 10 bytes before round 100.
+    self.assertEqual(curves['flare'][0]['bytes'], [0.0, 1000.0, 2000.0])
+    table = plot.seed_table(curves, [100, 200, 1000])
+    self.assertIn('mean over 2 seeds', table)
+    self.assertIn('| round 100 | round 200 |', table)
+    self.assertNotIn('round 1000', table)  # Not reached by the runs.
+    self.assertIn('| FLARE | 0.4000 [0.3000, 0.5000] | 0.7000 [0.6000, 0.8000] |', table)
+    self.assertIn("| EF21 (authors' dense state) | 0.3000 [0.2000, 0.4000] |", table)
+
+  def test_the_figure_is_written(self):
+    base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    _write_run(base / 's0', {'flare': [0.1, 0.5, 0.6]}, 10.0)
+    output = base / 'out' / 'seeds.png'
+    plot.plot_seeds(plot.seed_curves([str(base / 's0')]), str(output), 'title')
+    self.assertGreater(os.path.getsize(output), 1000)
+
+
+if __name__ == '__main__':
+  tf.test.main()
