@@ -2,6 +2,8 @@
 
 import os
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import tensorflow as tf
@@ -24,6 +26,9 @@ def _mnist_npz(directory, num_train=60_000):
              y_test=(np.arange(50) % 10).astype(np.uint8))
   return path
 
+
+SHARED = pathlib.Path(os.environ.get(
+    'TFF_FLARE_SHARED', pathlib.Path(__file__).resolve().parents[3] / 'shared'))
 
 class TaskRegistryTest(tf.test.TestCase):
 
@@ -116,6 +121,27 @@ class TaskRegistryTest(tf.test.TestCase):
     round_0, round_1 = (last_batch(task.client_datasets(['ANNE'], r)[0]) for r in (0, 1))
     self.assertNotAllEqual(round_0, round_1)  # A new permutation every round...
     self.assertAllEqual(round_1, last_batch(task.client_datasets(['ANNE'], 1)[0]))  # ...seeded.
+
+  def test_the_real_play_outlives_garbage_collection(self):
+    # The loaded play's ClientData must live as long as the task: it was held only weakly
+    # (by a tf.function method) and collected before round 0 of a real run.
+    play = SHARED / 'datasets' / 'tinyshakespeare.txt'
+    if not play.exists():
+      if os.environ.get('TFF_FLARE_REQUIRE_SHARED') == '1':
+        self.fail(f'{play} is missing.')
+      self.skipTest(f'{play} is not here.')
+    # In a fresh interpreter: under pytest something else kept the ClientData alive.
+    code = (
+        'import gc\n'
+        'from tff_flare.tasks import registry as tasks\n'
+        f'task = tasks.build_task("shakespeare_gru", source="text", data_path="{play}")\n'
+        'gc.collect()\n'
+        'batch = next(iter(task.client_datasets(task.train_data.client_ids[:2], 0)[0]))\n'
+        'print("batch", tuple(batch["x"].shape))\n')
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                            timeout=600, check=False,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+    self.assertIn('batch (8, 100)', result.stdout, result.stderr[-2000:])
 
   def test_digits_demo(self):
     task = tasks.build_task('digits_demo')

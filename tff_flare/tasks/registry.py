@@ -219,8 +219,13 @@ def _shakespeare_task(source, data_path, num_clients, epochs, seed, model_seed,
   chosen = text.select_clients(train, num_clients)
   if not chosen:
     raise data_sources.DataSourceError('No Shakespeare client has more than 30 batches.')
-  subset = tff.simulation.datasets.ClientData.from_clients_and_tf_fn(
-      chosen, train.serializable_dataset_fn)
+
+  def dataset_fn(client_id):
+    # Through `train`, not its `serializable_dataset_fn`: that is a `tf.function` method,
+    # which holds its `ClientData` weakly; once `train` is collected it would see `None`.
+    return train.serializable_dataset_fn(client_id)
+
+  subset = tff.simulation.datasets.ClientData.from_clients_and_tf_fn(chosen, dataset_fn)
 
   def round_train_data(round_num: int) -> tff.simulation.datasets.ClientData:
     # A seeded shuffle replays its first permutation whenever its dataset is built anew (as
