@@ -2,8 +2,8 @@ r"""Sanity check of the MNIST pipeline and CNN: one epoch of central training on
 
 Trains the authors' CNN (double softmax) with plain Keras on all 60,000 training images of
 the given Keras-layout `.npz` for one epoch and reports test loss and accuracy on the 10,000
-test images, plus the initial test loss/accuracy (spec §10.6 expects 2.3013 / 0.1011 for the
-seeded TF 2.14 initialization).
+test images, plus the initial test loss/accuracy (the authors' seeded initialization gives
+2.3013 / 0.1011 under TF 2.14, the first entry of the golden retrace, `docs/faithfulness.md`).
 
   python -m benchmarks.central_mnist --npz=../shared/datasets/mnist.npz
 """

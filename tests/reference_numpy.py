@@ -1,4 +1,4 @@
-"""Independent numpy re-statements of the spec's rules, for hand-computation tests."""
+"""Numpy re-statements of the authors' rules (`docs/faithfulness.md`) for hand computations."""
 
 import numpy as np
 

@@ -1,4 +1,4 @@
-"""Tests of `tff_flare.ec`: EC at 100 % equals FedAvg and TFF's FedAvg; EC+FedProx."""
+"""Tests of `tff_flare.algorithms.ec`: EC at 100 % equals FedAvg and TFF's FedAvg; EC+FedProx."""
 
 import numpy as np
 import tensorflow as tf

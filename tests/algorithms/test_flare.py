@@ -1,4 +1,4 @@
-"""Tests of `tff_flare.flare`: a hand computation, the EC equivalences, bad input."""
+"""Tests of `tff_flare.algorithms.flare`: a hand computation, the EC equivalences, bad input."""
 
 import collections
 

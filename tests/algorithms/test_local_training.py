@@ -1,4 +1,4 @@
-"""Tests of `tff_flare.local_training`: penalized steps, the optimizer restart, counters."""
+"""Tests of `tff_flare.algorithms.local_training`: penalized steps, optimizer restart, counters."""
 
 import numpy as np
 import tensorflow as tf

@@ -1,4 +1,4 @@
-"""Tests of `tff_flare.regularizers`: masks, penalties and their gradients by hand."""
+"""Tests of `tff_flare.algorithms.regularizers`: masks, penalties and their gradients by hand."""
 
 from absl.testing import parameterized
 import numpy as np
@@ -91,7 +91,7 @@ class FlarePenaltyTest(tf.test.TestCase):
       self.assertAllEqual(g, tf.zeros_like(g))
 
   def test_first_step_gradient_is_minus_tau_mask_sign_a(self):
-    # At w = s, the gradient is -tau * m * sign(a) (spec §3.3).
+    # At w = s, the gradient is -tau * m * sign(a) (`docs/faithfulness.md`, FLARE's pull).
     grads = regularizers.flare_penalty_gradient(self.s, self.targets, self.masks, self.tau)
     for g, m, a in zip(grads, self.masks, self.a):
       self.assertAllEqual(g, -self.tau * m * tf.sign(a))

@@ -1,4 +1,4 @@
-"""Tests of `tff_flare.schedules` against the spec's tau examples (§7)."""
+"""Tests of `tff_flare.algorithms.schedules` against hand-computed tau examples."""
 
 from absl.testing import parameterized
 import tensorflow as tf

@@ -1,4 +1,4 @@
-"""Tests of `tff_flare.sparsification` against the reference spec's tables (§1)."""
+"""Tests of `tff_flare.algorithms.sparsification`: the authors' kept counts (Q1, Q2)."""
 
 from absl.testing import parameterized
 import numpy as np

@@ -1,4 +1,4 @@
-"""Tests of `tff_flare.tff_baselines`: TFF's processes, configured like the paper's runs."""
+"""Tests of `tff_flare.algorithms.tff_baselines`: TFF's processes, configured like the papers'."""
 
 import tensorflow as tf
 import tensorflow_federated as tff

@@ -1,4 +1,4 @@
-"""Tests of `tff_flare.client_state`: the in-memory and the on-disk client-state stores."""
+"""Tests of `tff_flare.simulation.client_state`: the in-memory and the on-disk stores."""
 
 import collections
 import os

@@ -1,4 +1,4 @@
-"""Tests of `tff_flare.digits`: the demo's real data and its client split."""
+"""Tests of `tff_flare.tasks.digits`: the demo's real data and its client split."""
 
 import numpy as np
 import tensorflow as tf

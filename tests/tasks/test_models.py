@@ -1,4 +1,4 @@
-"""Tests of `tff_flare.models`: parameter counts per tensor (spec §6) and loss semantics."""
+"""Tests of `tff_flare.tasks.models`: the authors' parameter counts per tensor, loss semantics."""
 
 import collections
 

@@ -1,4 +1,4 @@
-"""Tests of `tff_flare.partitions`: disjoint, reproducible, and the skew that was asked."""
+"""Tests of `tff_flare.tasks.partitions`: disjoint, reproducible, and the skew that was asked."""
 
 from absl.testing import parameterized
 import numpy as np

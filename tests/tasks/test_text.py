@@ -1,4 +1,4 @@
-"""Tests of `tff_flare.text`: the vocabulary and the character pipeline of spec §5.3."""
+"""Tests of `tff_flare.tasks.text`: the vocabulary and the authors' character pipeline."""
 
 import collections
 
