@@ -116,7 +116,7 @@ def seed_table(curves, rounds: list[int]) -> str:
   reached = [r for r in rounds
              if all(r in c['round'] for per_seed in curves.values() for c in per_seed)]
   seeds = min(len(per_seed) for per_seed in curves.values())
-  lines = [f'| algorithm | ' + ' | '.join(f'round {r}' for r in reached) + ' |',
+  lines = ['| algorithm | ' + ' | '.join(f'round {r}' for r in reached) + ' |',
            '|---|' + '---:|' * len(reached)]
   for name, per_seed in curves.items():
     cells = []
