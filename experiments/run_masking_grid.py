@@ -15,8 +15,10 @@ quantity skew 100x. A cell whose summary.json exists is skipped, so an interrupt
 resumes (and a cell interrupted mid-way resumes from its checkpoint).
 
 Outputs in --output_dir: `grid.csv` and `grid.md` (a row per cell and process: mean S, its
-spread over rounds, mean S/S_max, mean empirical S, final test accuracy) and
-`survival_vs_accuracy.png` (mean S/S_max against final accuracy, one point per row).
+spread over rounds, mean S/S_max, mean S and S/S_max over the second half of the rounds, mean
+empirical S, final test accuracy), `survival_vs_accuracy.png` (mean S/S_max against final
+accuracy, one point per row) and `survival_curves.png` (S/S_max against the round). With
+`--processes=mask_none` a cell trains FedAvg alone and still measures its survival.
 """
 
 import csv
@@ -61,7 +63,11 @@ _LOCAL = flags.DEFINE_list('local_training', ['minibatch', 'fullbatch'], 'Local 
 _PARTITIONS = flags.DEFINE_list(
     'partitions', ['iid', 'dir100', 'dir1', 'dir0.5', 'dir0.1', 'qskew100'],
     'Partitions: iid, dir<alpha>, qskew<ratio>.')
-_SUMMARIZE_ONLY = flags.DEFINE_bool('summarize_only', False, 'Only rebuild the table/plot.')
+_PROCESSES = flags.DEFINE_list(
+    'processes', list(presets.MASKING_STUDY['algorithms']),
+    'Processes trained side by side in each cell. S is measured on the deltas, so '
+    '`mask_none` alone gives a cell\'s survival curve.')
+_SUMMARIZE_ONLY = flags.DEFINE_bool('summarize_only', False, 'Only rebuild the table/plots.')
 
 def partition_options(name: str) -> dict:
   """`iid` / `dir<alpha>` / `qskew<ratio>` to ExperimentConfig fields."""
@@ -86,7 +92,7 @@ def cell_config(local: str, partition: str, output_dir: pathlib.Path
                   learning_rate=_FULLBATCH_LR.value)
   else:
     raise ValueError(f'Unknown local training {local!r}: minibatch or fullbatch.')
-  values.update(rounds=_ROUNDS.value, eval_every=_EVAL_EVERY.value, momentum=_MOMENTUM.value,
+  values.update(algorithms=tuple(_PROCESSES.value), rounds=_ROUNDS.value, eval_every=_EVAL_EVERY.value, momentum=_MOMENTUM.value,
                 keep_probability=_Q.value, num_mask_draws=_DRAWS.value, seed=_SEED.value,
                 source=_SOURCE.value, data_path=_DATA_PATH.value)
   return config_lib.ExperimentConfig(output_dir=str(output_dir / f'{local}_{partition}'),
@@ -106,6 +112,7 @@ def summarize_cell(cell_dir: pathlib.Path) -> list[dict]:
   for name in summary['config']['algorithms']:
     survival = _floats(rows, f'{name}/train/survival/survival')
     normalized = _floats(rows, f'{name}/train/survival/survival_normalized')
+    second_half = normalized[len(normalized) // 2:]
     empirical = _floats(rows, f'{name}/train/survival/survival_empirical')
     accuracy_curve = [(int(r['round']), float(r[f'{name}/eval/accuracy'])) for r in rows
                       if r.get(f'{name}/eval/accuracy', '') != '']
@@ -115,6 +122,8 @@ def summarize_cell(cell_dir: pathlib.Path) -> list[dict]:
         min_s=min(survival), max_s=max(survival),
         s_max=statistics.mean(_floats(rows, f'{name}/train/survival/s_max')),
         mean_s_normalized=statistics.mean(normalized),
+        second_half_s=statistics.mean(survival[len(survival) // 2:]),
+        second_half_s_normalized=statistics.mean(second_half),
         mean_s_empirical=statistics.mean(empirical) if empirical else float('nan'),
         final_accuracy=summary['final_eval'][name]['accuracy'],
         accuracy_curve=' '.join(f'{r}:{a:.3f}' for r, a in accuracy_curve)))
@@ -130,16 +139,45 @@ def write_table(output_dir: pathlib.Path) -> list[dict]:
     writer = csv.DictWriter(f, fieldnames=list(table[0]))
     writer.writeheader()
     writer.writerows(table)
-  lines = ['| cell | process | mean S (std, min-max) | S_max | mean S/S_max | mean S emp. '
-           '| final acc |', '|---|---|---|---:|---:|---:|---:|']
+  lines = ['| cell | process | rounds | mean S (std, min-max) | S_max | mean S/S_max '
+           '| 2nd half S (S/S_max) | mean S emp. | final acc |',
+           '|---|---|---:|---|---:|---:|---|---:|---:|']
   for r in table:
-    lines.append(f"| {r['cell']} | {r['process']} | {r['mean_s']:.2f} ({r['std_s']:.2f}, "
-                 f"{r['min_s']:.2f}-{r['max_s']:.2f}) | {r['s_max']:.2f} | "
-                 f"{r['mean_s_normalized']:.3f} | {r['mean_s_empirical']:.2f} | "
+    lines.append(f"| {r['cell']} | {r['process']} | {r['rounds']} | {r['mean_s']:.2f} "
+                 f"({r['std_s']:.2f}, {r['min_s']:.2f}-{r['max_s']:.2f}) | {r['s_max']:.2f} | "
+                 f"{r['mean_s_normalized']:.3f} | {r['second_half_s']:.2f} "
+                 f"({r['second_half_s_normalized']:.3f}) | {r['mean_s_empirical']:.2f} | "
                  f"{r['final_accuracy']:.4f} |")
   (output_dir / 'grid.md').write_text('\n'.join(lines) + '\n')
   _plot(table, output_dir / 'survival_vs_accuracy.png')
+  _plot_curves(cells, output_dir / 'survival_curves.png')
   return table
+
+
+def _plot_curves(cells: list[pathlib.Path], path: pathlib.Path) -> None:
+  """S/S_max against the round, one line per cell and process (dimensionless, 0 to 1)."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  styles = {'mask_none': '-', 'mask_independent': ':', 'mask_synchronized': '--'}
+  fig, ax = plt.subplots(figsize=(8, 5))
+  for cell in cells:
+    with open(cell / 'metrics.csv') as f:
+      rows = list(csv.DictReader(f))
+    algorithms = json.loads((cell / 'summary.json').read_text())['config']['algorithms']
+    for name in algorithms:
+      column = f'{name}/train/survival/survival_normalized'
+      points = [(int(r['round']), float(r[column])) for r in rows if r.get(column, '') != '']
+      label = cell.name if len(algorithms) == 1 else f'{cell.name} {name}'
+      ax.plot([p[0] for p in points], [p[1] for p in points], styles.get(name, '-'),
+              linewidth=1, label=label)
+  ax.set_xlabel('round')
+  ax.set_ylabel('S / S_max (1 = all of the masks\' regularization survives averaging)')
+  ax.set_ylim(0, 1)
+  ax.set_title('Update masking on CIFAR-10: survival over the rounds')
+  ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
 
 
 def _plot(table, path):
@@ -203,7 +241,8 @@ def main(argv):
     print(f'error: {e}', file=sys.stderr)
     return 2
   print((output_dir / 'grid.md').read_text())
-  print(f'{len(table)} rows; plot in {output_dir / "survival_vs_accuracy.png"}')
+  print(f'{len(table)} rows; plots in {output_dir / "survival_vs_accuracy.png"} and '
+        f'{output_dir / "survival_curves.png"}')
   return 0
 
 
