@@ -77,6 +77,42 @@ class SameRoundsAsTffTest(tf.test.TestCase):
     self._compare(task.model_fn, datasets, hparams, 2, 1e-5)
 
 
+class TracingTest(tf.test.TestCase):
+
+  def test_every_function_is_traced_once_over_the_rounds(self):
+    # TF warns about "retracing" when several processes' workers trace functions of the same
+    # Python code; each function object must still be traced only once, whatever the round
+    # and its (new, same-spec) datasets.
+    hparams = registry.Hyperparameters(
+        client_optimizer=tff.learning.optimizers.build_sgdm(0.5, momentum=0.9),
+        keep_percent=20.0, total_clients=4, tau=0.5, tau_decay=1.5, num_mask_draws=2,
+        keep_probability=0.5)
+    for name in registry.NAMES:
+      process = registry.build(name, tiny_models.softmax_model_fn(), hparams)
+      if process.runs_only_on_tff:
+        continue
+      local = inprocess.InProcessProcess(process, num_threads=2)
+      state = local.initialize()
+      clients = [local.initial_client_state()] * 3
+      inputs = process.client_inputs(_IDS)
+      for round_num in range(3):
+        if process.uses_test_loss:
+          state = local.record_test_loss(state, 2.0 / (round_num + 1))
+        datasets = [tiny_models.classification_dataset(10 * round_num + s, batch_size=2)
+                    for s in range(3)]
+        output = local.next(state, datasets, clients, inputs)
+        state, clients = output.state, output.client_states
+      workers = []
+      while not local._workers.empty():  # pylint: disable=protected-access
+        workers.append(local._workers.get_nowait())  # pylint: disable=protected-access
+      self.assertNotEmpty(workers, msg=name)
+      for worker in workers:
+        self.assertEqual(worker._run.experimental_get_tracing_count(), 1, msg=name)  # pylint: disable=protected-access
+      self.assertEqual(local._server_step.experimental_get_tracing_count(), 1, msg=name)  # pylint: disable=protected-access
+      self.assertEqual(local._round_params.experimental_get_tracing_count(), 1, msg=name)  # pylint: disable=protected-access
+      local.close()
+
+
 class ModesTest(tf.test.TestCase):
 
   def test_tff_algorithms_run_on_tff_in_the_in_process_mode(self):
