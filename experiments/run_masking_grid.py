@@ -92,8 +92,13 @@ def cell_config(local: str, partition: str, output_dir: pathlib.Path
                   learning_rate=_FULLBATCH_LR.value)
   else:
     raise ValueError(f'Unknown local training {local!r}: minibatch or fullbatch.')
-  values.update(algorithms=tuple(_PROCESSES.value), rounds=_ROUNDS.value, eval_every=_EVAL_EVERY.value, momentum=_MOMENTUM.value,
-                keep_probability=_Q.value, num_mask_draws=_DRAWS.value, seed=_SEED.value,
+  processes = tuple(_PROCESSES.value)
+  study = presets.MASKING_STUDY['algorithms']
+  if not processes or any(p not in study for p in processes):
+    raise ValueError(f'--processes={",".join(processes)}: choose from {", ".join(study)} '
+                     '(the grid tabulates their survival).')
+  values.update(algorithms=processes, rounds=_ROUNDS.value, eval_every=_EVAL_EVERY.value,
+                momentum=_MOMENTUM.value, keep_probability=_Q.value, num_mask_draws=_DRAWS.value, seed=_SEED.value,
                 source=_SOURCE.value, data_path=_DATA_PATH.value)
   return config_lib.ExperimentConfig(output_dir=str(output_dir / f'{local}_{partition}'),
                                      **values)
@@ -112,7 +117,7 @@ def summarize_cell(cell_dir: pathlib.Path) -> list[dict]:
   for name in summary['config']['algorithms']:
     survival = _floats(rows, f'{name}/train/survival/survival')
     normalized = _floats(rows, f'{name}/train/survival/survival_normalized')
-    second_half = normalized[len(normalized) // 2:]
+    half = len(survival) // 2
     empirical = _floats(rows, f'{name}/train/survival/survival_empirical')
     accuracy_curve = [(int(r['round']), float(r[f'{name}/eval/accuracy'])) for r in rows
                       if r.get(f'{name}/eval/accuracy', '') != '']
@@ -122,8 +127,8 @@ def summarize_cell(cell_dir: pathlib.Path) -> list[dict]:
         min_s=min(survival), max_s=max(survival),
         s_max=statistics.mean(_floats(rows, f'{name}/train/survival/s_max')),
         mean_s_normalized=statistics.mean(normalized),
-        second_half_s=statistics.mean(survival[len(survival) // 2:]),
-        second_half_s_normalized=statistics.mean(second_half),
+        second_half_s=statistics.mean(survival[half:]),
+        second_half_s_normalized=statistics.mean(normalized[half:]),
         mean_s_empirical=statistics.mean(empirical) if empirical else float('nan'),
         final_accuracy=summary['final_eval'][name]['accuracy'],
         accuracy_curve=' '.join(f'{r}:{a:.3f}' for r, a in accuracy_curve)))

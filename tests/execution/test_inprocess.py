@@ -25,6 +25,13 @@ def _largest_difference(a, b) -> float:
               for x, y in zip(a, b) if np.size(x)] or [0.0])
 
 
+def _tiny_hparams() -> registry.Hyperparameters:
+  return registry.Hyperparameters(
+      client_optimizer=tff.learning.optimizers.build_sgdm(0.5, momentum=0.9),
+      keep_percent=20.0, total_clients=4, tau=0.5, tau_decay=1.5, num_mask_draws=2,
+      keep_probability=0.5)
+
+
 class SameRoundsAsTffTest(tf.test.TestCase):
 
   def _compare(self, model_fn, datasets, hparams, num_rounds, tolerance):
@@ -59,10 +66,7 @@ class SameRoundsAsTffTest(tf.test.TestCase):
     return largest
 
   def test_every_algorithm_on_a_tiny_model(self):
-    hparams = registry.Hyperparameters(
-        client_optimizer=tff.learning.optimizers.build_sgdm(0.5, momentum=0.9),
-        keep_percent=20.0, total_clients=4, tau=0.5, tau_decay=1.5, num_mask_draws=2,
-        keep_probability=0.5)
+    hparams = _tiny_hparams()
     datasets = [tiny_models.classification_dataset(s, batch_size=2) for s in range(3)]
     largest = self._compare(tiny_models.softmax_model_fn(), datasets, hparams, 3, 1e-6)
     self.assertIn('mask_synchronized', largest)
@@ -83,10 +87,7 @@ class TracingTest(tf.test.TestCase):
     # TF warns about "retracing" when several processes' workers trace functions of the same
     # Python code; each function object must still be traced only once, whatever the round
     # and its (new, same-spec) datasets.
-    hparams = registry.Hyperparameters(
-        client_optimizer=tff.learning.optimizers.build_sgdm(0.5, momentum=0.9),
-        keep_percent=20.0, total_clients=4, tau=0.5, tau_decay=1.5, num_mask_draws=2,
-        keep_probability=0.5)
+    hparams = _tiny_hparams()
     for name in registry.NAMES:
       process = registry.build(name, tiny_models.softmax_model_fn(), hparams)
       if process.runs_only_on_tff:

@@ -44,6 +44,10 @@ class MaskingGridTest(tf.test.TestCase):
     with flagsaver.flagsaver(processes=['mask_none']):
       config = run_masking_grid.cell_config('minibatch', 'iid', pathlib.Path(self.get_temp_dir()))
     self.assertEqual(tuple(config.algorithms), ('mask_none',))
+    for bad in (['flare'], ['mask_none', 'fedavg']):
+      with flagsaver.flagsaver(processes=bad):
+        with self.assertRaisesRegex(ValueError, 'choose from mask_none'):
+          run_masking_grid.cell_config('minibatch', 'iid', pathlib.Path(self.get_temp_dir()))
 
   def test_table_from_a_finished_cell(self):
     base = pathlib.Path(self.get_temp_dir())
