@@ -8,7 +8,9 @@ against the cumulative bytes uploaded by the clients, one line per algorithm.
 With `--seeds`, the directories are seeds of one experiment (the same configuration, another
 `--seed`): one figure, test accuracy against the round and against cumulative bytes uploaded,
 every seed thin and the mean over seeds bold, and a markdown table of the mean and the range
-(min-max over seeds) at `--table_rounds`, printed and written next to the PNG (`.md`).
+(min-max over seeds) at `--table_rounds` and, for each pair of algorithms, at how many
+evaluations one is above the other in every seed and from which round on it stays so, printed
+and written next to the PNG (`.md`).
 
   python -m experiments.plot --seeds runs/cnn3_seed0 runs/cnn3_seed1 runs/cnn3_seed2 \
       --output=experiments/results/cnn3/seeds.png --title='MNIST CNN, 3 of 10 clients'
@@ -127,6 +129,44 @@ def seed_table(curves, rounds: list[int]) -> str:
   return (f'Test accuracy, mean over {seeds} seeds [min, max]:\n\n' + '\n'.join(lines) + '\n')
 
 
+def seed_orderings(curves) -> str:
+  """Markdown: for each pair of algorithms, where one is above the other in every seed.
+
+  The runs must each hold every algorithm (seed i of one algorithm is seed i of the other:
+  the same client stream). For each pair, A the one with the higher mean accuracy over the
+  evaluations, counts the evaluations (rounds every seed of both reached) at which A > B
+  strictly in every seed, and those at which B > A in every seed, and gives the first round
+  from which A > B holds at every later evaluation ("not at the last evaluation" when the
+  last one already breaks it).
+  """
+  def at(curve, r):
+    return curve['accuracy'][curve['round'].index(r)]
+
+  names = sorted(curves, key=lambda n: PAPER_NAMES.get(n, n))
+  lines = ['| ordering A > B | evaluations where A > B in every seed | B > A in every seed | '
+           'A > B in every seed from |', '|---|---:|---:|---|']
+  for i, one in enumerate(names):
+    for other in names[i + 1:]:
+      if len(curves[one]) != len(curves[other]):
+        continue
+      seeds = curves[one] + curves[other]
+      rounds = sorted(set.intersection(*(set(c['round']) for c in seeds)))
+      total = {n: sum(at(c, r) for c in curves[n] for r in rounds) for n in (one, other)}
+      high, low = (one, other) if total[one] >= total[other] else (other, one)
+      holds = [all(at(h, r) > at(l, r) for h, l in zip(curves[high], curves[low]))
+               for r in rounds]
+      reverse = sum(all(at(h, r) < at(l, r) for h, l in zip(curves[high], curves[low]))
+                    for r in rounds)
+      since = len(holds)  # The start of the final run of evaluations where it holds.
+      while since > 0 and holds[since - 1]:
+        since -= 1
+      start = f'round {rounds[since]}' if since < len(holds) else 'not at the last evaluation'
+      lines.append(f'| {PAPER_NAMES.get(high, high)} > {PAPER_NAMES.get(low, low)} | '
+                   f'{sum(holds)} of {len(rounds)} | {reverse} | {start} |')
+  return ('Orderings, seed by seed (the same seed is the same client stream for every '
+          'algorithm):\n\n' + '\n'.join(lines) + '\n')
+
+
 def _mean_curve(per_seed, key):
   """The mean over seeds of `key` at the rounds every seed has."""
   common = sorted(set.intersection(*(set(c['round']) for c in per_seed)))
@@ -182,7 +222,7 @@ def main(argv):
       rounds = [int(r) for r in _TABLE_ROUNDS.value]
     except ValueError as e:
       raise app.UsageError(f'--table_rounds: {e}') from e
-    table = seed_table(curves, rounds)
+    table = seed_table(curves, rounds) + '\n' + seed_orderings(curves)
     pathlib.Path(_OUTPUT.value).with_suffix('.md').write_text(table)
     print(table)
   else:

@@ -47,6 +47,20 @@ class SeedTableTest(tf.test.TestCase):
     self.assertIn('| FLARE | 0.4000 [0.3000, 0.5000] | 0.7000 [0.6000, 0.8000] |', table)
     self.assertIn("| EF21 (authors' dense state) | 0.3000 [0.2000, 0.4000] |", table)
 
+  def test_orderings_hold_in_every_seed_or_not(self):
+    base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    _write_run(base / 's0', {'flare': [0.1, 0.5, 0.6], 'ec': [0.1, 0.55, 0.3],
+                             'fedavg': [0.1, 0.6, 0.9]}, 10.0)
+    _write_run(base / 's1', {'flare': [0.1, 0.3, 0.8], 'ec': [0.1, 0.4, 0.5],
+                             'fedavg': [0.1, 0.7, 0.75]}, 10.0)
+    orderings = plot.seed_orderings(plot.seed_curves([str(base / 's0'), str(base / 's1')]))
+    # Round 0 is a tie; at round 100 EC is above FLARE in both seeds.
+    self.assertIn('| FLARE > EC | 1 of 3 | 1 | round 200 |', orderings)
+    self.assertIn('| FedAvg > EC | 2 of 3 | 0 | round 100 |', orderings)
+    # Seed 1 has FLARE above FedAvg at the last evaluation (0.8 > 0.75).
+    self.assertIn('| FedAvg > FLARE | 1 of 3 | 0 | not at the last evaluation |', orderings)
+    self.assertEqual(orderings.count('\n| '), 4)  # Header and three pairs.
+
   def test_the_figure_is_written(self):
     base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
     _write_run(base / 's0', {'flare': [0.1, 0.5, 0.6]}, 10.0)
