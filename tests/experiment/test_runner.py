@@ -52,8 +52,10 @@ class ResumeTest(tf.test.TestCase):
       output = base / 'run'
       _run(_config(output, client_state_storage=storage))
       checkpoints = sorted(os.listdir(output / 'checkpoints'))
-      self.assertEqual(checkpoints, ['program_state_2', 'program_state_3'])
-      shutil.rmtree(output / 'checkpoints' / 'program_state_3')  # Lost: resume from the older.
+      self.assertEqual(checkpoints, ['client_states_2', 'client_states_3', 'program_state_2',
+                                     'program_state_3'])
+      # Lost: resume from the older (its client states left behind are written over).
+      shutil.rmtree(output / 'checkpoints' / 'program_state_3')
       summary, lines = _run(_config(output, client_state_storage=storage))
       self.assertIn('Resuming from the checkpoint after round 1.', lines)
       self.assertEqual(summary['final_eval'], whole['final_eval'], storage)

@@ -1,16 +1,25 @@
 """Program state of a run (the round, every algorithm's server state, every client's state).
 
-Saved with `tff.program.FileProgramStateManager` (written to a temporary directory and
-renamed, so a crash never leaves half a checkpoint), which keeps the last two: if the latest
-cannot be read, removing it resumes from the one before. The state is
-saved as flat lists of arrays (server state; the states of all clients of the population in
-client-id order, or a disk store's index) and packed back with each algorithm's own
-structure, so a checkpoint written in one execution mode resumes in another.
+The round and the server states are saved with `tff.program.FileProgramStateManager`
+(`program_state_<round>/`, written to a temporary directory and renamed, so a crash never
+leaves half a checkpoint), which keeps the last two: if the latest cannot be read, removing
+it resumes from the one before. The clients' states (every client of the population in
+client-id order, or a disk store's index) go beside it, one `.npy` file per array in
+`client_states_<round>/<algorithm>/`, written before the program state and kept and removed
+with it. They do not go through the program state manager because it copies every array
+several times on its way to a SavedModel (measured by `benchmarks.checkpoint_memory`); written
+one by one, they cost no more memory than the largest array. Everything is saved as flat lists
+of arrays and packed back with each algorithm's own structure, so a checkpoint written in one
+execution mode resumes in another. Checkpoints written before the client states moved out of
+the program state (`clients` inside it) still restore.
 """
 
 import asyncio
 import collections
 from collections.abc import Sequence
+import os
+import pathlib
+import shutil
 from typing import Optional
 
 import numpy as np
@@ -18,6 +27,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 KEEP_TOTAL = 2
+_CLIENTS_PREFIX = 'client_states_'
 
 
 class CheckpointError(ValueError):
@@ -28,7 +38,7 @@ class Checkpoints:
   """Saves and restores the program state of `runs` (`loop.AlgorithmRun`s).
 
   Args:
-    directory: where the checkpoints go (`program_state_<round>`).
+    directory: where the checkpoints go (`program_state_<round>`, `client_states_<round>`).
     runs: the run's algorithms.
     client_ids: the population, in a fixed order.
   """
@@ -36,19 +46,47 @@ class Checkpoints:
   def __init__(self, directory: str, runs: Sequence, client_ids: Sequence[str]):
     self._manager = tff.program.FileProgramStateManager(directory, keep_total=KEEP_TOTAL,
                                                         keep_first=False)
-    self._directory = directory
+    self._directory = pathlib.Path(directory)
     self._runs = runs
     self._client_ids = list(client_ids)
 
-  def _flatten(self, round_num: int):
+  def _program_state(self, round_num: int, with_clients: bool = False):
+    """The round and the server states; `with_clients`: the clients too (the old layout)."""
     state = collections.OrderedDict(round=np.int64(round_num))
     for run in self._runs:
-      clients = [np.zeros([0], np.float32)]  # A placeholder for clients without state.
-      if tf.nest.flatten(run.store.initial_state):
-        clients = run.store.checkpoint_arrays(self._client_ids)
       state[run.name] = collections.OrderedDict(
-          server=[np.asarray(t) for t in tf.nest.flatten(run.state)], clients=clients)
+          server=[np.asarray(t) for t in tf.nest.flatten(run.state)])
+      if with_clients:
+        state[run.name]['clients'] = self._client_arrays(run)
     return state
+
+  def _client_arrays(self, run) -> list[np.ndarray]:
+    if not tf.nest.flatten(run.store.initial_state):
+      return [np.zeros([0], np.float32)]  # A placeholder for clients without state.
+    return run.store.checkpoint_arrays(self._client_ids)
+
+  def _clients_dir(self, version: int) -> pathlib.Path:
+    return self._directory / f'{_CLIENTS_PREFIX}{version}'
+
+  def _write_clients(self, version: int) -> None:
+    """Writes every run's client arrays to `client_states_<version>/` (via a temporary)."""
+    final = self._clients_dir(version)
+    temporary = final.with_name(final.name + '.tmp')
+    shutil.rmtree(temporary, ignore_errors=True)
+    for run in self._runs:
+      run_dir = temporary / run.name
+      run_dir.mkdir(parents=True)
+      for i, array in enumerate(self._client_arrays(run)):
+        np.save(run_dir / f'{i}.npy', array)
+    shutil.rmtree(final, ignore_errors=True)  # Left by a save that did not finish.
+    os.replace(temporary, final)
+
+  def _read_clients(self, version: int, run) -> list[np.ndarray]:
+    run_dir = self._clients_dir(version) / run.name
+    count = len(list(run_dir.glob('*.npy')))
+    if not count:
+      raise FileNotFoundError(f'no client states in {run_dir}')
+    return [np.load(run_dir / f'{i}.npy') for i in range(count)]
 
   def versions(self) -> list[int]:
     """The rounds of the checkpoints on disk, oldest first."""
@@ -56,10 +94,26 @@ class Checkpoints:
 
   def save(self, round_num: int) -> None:
     """Checkpoints the state after `round_num` rounds."""
-    asyncio.run(self._manager.save(self._flatten(round_num), round_num))
+    self._write_clients(round_num)
+    asyncio.run(self._manager.save(self._program_state(round_num), round_num))
     retained = self.versions()
+    for entry in self._directory.glob(f'{_CLIENTS_PREFIX}*'):
+      suffix = entry.name[len(_CLIENTS_PREFIX):]
+      if not suffix.isdigit() or int(suffix) not in retained:
+        shutil.rmtree(entry, ignore_errors=True)
     for run in self._runs:
       run.store.commit(round_num, retained)
+
+  def _load(self, version: int):
+    """The program state of `version` and each run's client arrays, in either layout."""
+    try:
+      saved = asyncio.run(self._manager.load(version, self._program_state(0)))
+    except Exception:  # pylint: disable=broad-except
+      if self._clients_dir(version).exists():
+        raise
+      old = asyncio.run(self._manager.load(version, self._program_state(0, with_clients=True)))
+      return old, {run.name: list(old[run.name]['clients']) for run in self._runs}
+    return saved, {run.name: self._read_clients(version, run) for run in self._runs}
 
   def restore(self, version: Optional[int] = None) -> int:
     """Restores checkpoint `version` (default: the latest) into the runs; returns its round.
@@ -75,12 +129,11 @@ class Checkpoints:
       return 0
     version = versions[-1] if version is None else version
     try:
-      saved = asyncio.run(self._manager.load(version, self._flatten(0)))
+      saved, clients = self._load(version)
       for run in self._runs:
-        entry = saved[run.name]
-        run.state = tf.nest.pack_sequence_as(run.state, list(entry['server']))
+        run.state = tf.nest.pack_sequence_as(run.state, list(saved[run.name]['server']))
         if tf.nest.flatten(run.store.initial_state):
-          run.store.restore_checkpoint_arrays(self._client_ids, list(entry['clients']))
+          run.store.restore_checkpoint_arrays(self._client_ids, clients[run.name])
       return int(saved['round'])
     except Exception as e:  # pylint: disable=broad-except
       earlier = [v for v in versions if v < version]
