@@ -197,7 +197,7 @@ def plot_seeds(curves, output: str, title: str | None) -> None:
   for ax in axes:
     ax.set_ylabel('test accuracy (10,000 images)')
     ax.grid(alpha=0.3)
-  axes[0].legend(loc='lower right', fontsize=8)
+  axes[0].legend(loc='best', fontsize=8)
   if title:
     fig.suptitle(f'{title}: each seed thin, mean over seeds bold')
   fig.tight_layout()
