@@ -98,8 +98,9 @@ def cell_config(local: str, partition: str, output_dir: pathlib.Path
     raise ValueError(f'--processes={",".join(processes)}: choose from {", ".join(study)} '
                      '(the grid tabulates their survival).')
   values.update(algorithms=processes, rounds=_ROUNDS.value, eval_every=_EVAL_EVERY.value,
-                momentum=_MOMENTUM.value, keep_probability=_Q.value, num_mask_draws=_DRAWS.value, seed=_SEED.value,
-                source=_SOURCE.value, data_path=_DATA_PATH.value)
+                momentum=_MOMENTUM.value, keep_probability=_Q.value,
+                num_mask_draws=_DRAWS.value, seed=_SEED.value, source=_SOURCE.value,
+                data_path=_DATA_PATH.value)
   return config_lib.ExperimentConfig(output_dir=str(output_dir / f'{local}_{partition}'),
                                      **values)
 

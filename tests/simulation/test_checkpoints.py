@@ -81,6 +81,7 @@ class CheckpointsTest(tf.test.TestCase, parameterized.TestCase):
     arrays = pathlib.Path(directory, 'client_states_3', 'ec')
     self.assertLen(list(arrays.glob('*.npy')), 6)
     self.assertAllEqual(np.load(arrays / '3.npy'), np.full(3, 3.0))
+    self.assertEqual(os.listdir(arrays.parent), ['ec'])  # FedAvg has no client state.
     # The program state itself holds only the round and the server states.
     # (A load checks the structure: with a `clients` entry in it this would raise.)
     template = collections.OrderedDict(

@@ -6,9 +6,9 @@ leaves half a checkpoint), which keeps the last two: if the latest cannot be rea
 it resumes from the one before. The clients' states (every client of the population in
 client-id order, or a disk store's index) go beside it, one `.npy` file per array in
 `client_states_<round>/<algorithm>/`, written before the program state and kept and removed
-with it. They do not go through the program state manager because it copies every array
-several times on its way to a SavedModel (measured by `benchmarks.checkpoint_memory`); written
-one by one, they cost no more memory than the largest array. Everything is saved as flat lists
+with it (only for algorithms with client state). They do not go through the program state
+manager because it holds a copy of what it saves (measured by `benchmarks.checkpoint_memory`);
+written one array at a time, they need no copy. Everything is saved as flat lists
 of arrays and packed back with each algorithm's own structure, so a checkpoint written in one
 execution mode resumes in another. Checkpoints written before the client states moved out of
 the program state (`clients` inside it) still restore.
@@ -57,12 +57,15 @@ class Checkpoints:
       state[run.name] = collections.OrderedDict(
           server=[np.asarray(t) for t in tf.nest.flatten(run.state)])
       if with_clients:
-        state[run.name]['clients'] = self._client_arrays(run)
+        state[run.name]['clients'] = self._old_client_arrays(run)
     return state
 
-  def _client_arrays(self, run) -> list[np.ndarray]:
+  def _stateful_runs(self) -> list:
+    return [run for run in self._runs if tf.nest.flatten(run.store.initial_state)]
+
+  def _old_client_arrays(self, run) -> list[np.ndarray]:
     if not tf.nest.flatten(run.store.initial_state):
-      return [np.zeros([0], np.float32)]  # A placeholder for clients without state.
+      return [np.zeros([0], np.float32)]  # The old layout's placeholder for no client state.
     return run.store.checkpoint_arrays(self._client_ids)
 
   def _clients_dir(self, version: int) -> pathlib.Path:
@@ -73,10 +76,11 @@ class Checkpoints:
     final = self._clients_dir(version)
     temporary = final.with_name(final.name + '.tmp')
     shutil.rmtree(temporary, ignore_errors=True)
-    for run in self._runs:
+    temporary.mkdir(parents=True)
+    for run in self._stateful_runs():
       run_dir = temporary / run.name
-      run_dir.mkdir(parents=True)
-      for i, array in enumerate(self._client_arrays(run)):
+      run_dir.mkdir()
+      for i, array in enumerate(run.store.checkpoint_arrays(self._client_ids)):
         np.save(run_dir / f'{i}.npy', array)
     shutil.rmtree(final, ignore_errors=True)  # Left by a save that did not finish.
     os.replace(temporary, final)
@@ -112,8 +116,8 @@ class Checkpoints:
       if self._clients_dir(version).exists():
         raise
       old = asyncio.run(self._manager.load(version, self._program_state(0, with_clients=True)))
-      return old, {run.name: list(old[run.name]['clients']) for run in self._runs}
-    return saved, {run.name: self._read_clients(version, run) for run in self._runs}
+      return old, {run.name: list(old[run.name]['clients']) for run in self._stateful_runs()}
+    return saved, {run.name: self._read_clients(version, run) for run in self._stateful_runs()}
 
   def restore(self, version: Optional[int] = None) -> int:
     """Restores checkpoint `version` (default: the latest) into the runs; returns its round.
@@ -132,7 +136,7 @@ class Checkpoints:
       saved, clients = self._load(version)
       for run in self._runs:
         run.state = tf.nest.pack_sequence_as(run.state, list(saved[run.name]['server']))
-        if tf.nest.flatten(run.store.initial_state):
+        if run.name in clients:
           run.store.restore_checkpoint_arrays(self._client_ids, clients[run.name])
       return int(saved['round'])
     except Exception as e:  # pylint: disable=broad-except
