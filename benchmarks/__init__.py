@@ -2,7 +2,7 @@
 TensorFlow's reusing CPU allocator (`TF_CPU_ALLOCATOR_USE_BFC`, unless already set): without
 it every large tensor an op outputs is fresh memory that the kernel maps page by page, which
 costs more than the arithmetic of an elementwise op on the FC's 16.6M-entry kernels (measured
-by `benchmarks.flare_floor`). TFF's worker processes inherit the setting.
+at commit 679a65b). TFF's worker processes inherit the setting.
 """
 
 import os

@@ -89,11 +89,10 @@ def _time_mode(mode, processes, data, initial, rounds):
 def main(argv):
   del argv
   cleanup.install_process_cleanup()
-  learning_rate = synthetic.MODELS[_MODEL.value][2]
   model_fn = synthetic.model_fn(_MODEL.value)
   data = synthetic.client_data(_MODEL.value, _CLIENTS.value, _EXAMPLES.value, _BATCH.value)
   hparams = registry.Hyperparameters(
-      client_optimizer=tff.learning.optimizers.build_sgdm(learning_rate, momentum=0.99),
+      client_optimizer=synthetic.client_optimizer(_MODEL.value),
       keep_percent=0.001, tau=0.05, tau_decay=1.1, reg_steps=1, total_clients=_CLIENTS.value)
   processes = collections.OrderedDict(
       (name, registry.build(name, model_fn, hparams)) for name in _ALGORITHMS.value)

@@ -7,28 +7,25 @@ and loss, the entries sent per client per round, and the density achieved.
   python -m experiments.demo --rounds=40
   python -m experiments.demo --execution=inprocess       # No TFF runtime.
   python -m experiments.demo --execution=remote --workers=localhost:8000  # On TFF workers.
+
+It is `run_experiment` with the demo's configuration (`digits_demo`, FLARE, EC and FedAvg):
+the same validation, loop, non-finite policy and exit statuses (`experiments/binary.py`).
+Its outputs go to a temporary directory, removed at the end, unless `--output_dir` is given.
 """
 
-import sys
+import csv
+import pathlib
+import tempfile
 import time
 
-from absl import app
 from absl import flags
-from absl import logging
 import numpy as np
-import tensorflow_federated as tff
 
+from experiments import binary
 from experiments import execution_flags
-from tff_flare.algorithms import ec
-from tff_flare.algorithms import fedavg
-from tff_flare.algorithms import flare
 from tff_flare.execution import cleanup
-from tff_flare.execution import remote
-from tff_flare.simulation import evaluation
-from tff_flare.simulation import hooks
-from tff_flare.simulation import loop
-from tff_flare.simulation import sampling
-from tff_flare.tasks import registry as tasks
+from tff_flare.experiment import config as config_lib
+from tff_flare.experiment import runner
 
 _ROUNDS = flags.DEFINE_integer('rounds', 40, 'Rounds of training.')
 _NUM_CLIENTS = flags.DEFINE_integer('num_clients', 10, 'Clients (all take part every round).')
@@ -39,87 +36,53 @@ _TAU_DECAY = flags.DEFINE_float('tau_decay', 1.1, 'c: round r uses TAU / c**(r+1
 _LEARNING_RATE = flags.DEFINE_float('learning_rate', 0.5, 'Client SGD learning rate.')
 _SEED = flags.DEFINE_integer('seed', 0, 'Seed of the data shuffle and the model init.')
 _EVAL_EVERY = flags.DEFINE_integer('eval_every', 10, 'Evaluate every this many rounds.')
+_OUTPUT_DIR = flags.DEFINE_string('output_dir', None, 'Keep the run here (default: a '
+                                  'temporary directory, removed at the end).')
+
+NAMES = {'flare': 'FLARE', 'ec': 'EC', 'fedavg': 'FedAvg'}
 
 
-def build_processes(model_fn, keep_percent: float, tau: float, tau_decay: float,
-                    learning_rate: float) -> dict:
-  """The demo's three processes, one step of plain SGD per client per round."""
-  optimizer = tff.learning.optimizers.build_sgdm(learning_rate=learning_rate)
-  return dict(
-      FLARE=flare.build_flare(model_fn, keep_percent=keep_percent, client_optimizer=optimizer,
-                              tau=tau, tau_decay=tau_decay, reg_steps=1),
-      EC=ec.build_ec(model_fn, keep_percent=keep_percent, client_optimizer=optimizer),
-      FedAvg=fedavg.build_fedavg(model_fn, client_optimizer=optimizer))
+def demo_config(output_dir: str) -> config_lib.ExperimentConfig:
+  """The demo's experiment: one full-batch step of plain SGD per client per round."""
+  return config_lib.ExperimentConfig(
+      output_dir=output_dir, task='digits_demo', algorithms=tuple(NAMES),
+      rounds=_ROUNDS.value, num_clients=_NUM_CLIENTS.value, keep_percent=_KEEP_PERCENT.value,
+      tau=_TAU.value, tau_decay=_TAU_DECAY.value, learning_rate=_LEARNING_RATE.value,
+      seed=_SEED.value, eval_every=_EVAL_EVERY.value, checkpoint_every=max(1, _ROUNDS.value),
+      **execution_flags.config_fields())
 
 
-def summarize(rows: list[dict], names: list[str]) -> str:
+def summarize(metrics_csv: pathlib.Path, summary: dict) -> str:
   """A table: final test accuracy/loss, mean entries sent per client per round, density."""
+  with open(metrics_csv, newline='') as f:
+    rows = list(csv.DictReader(f))
   lines = [f'{"algorithm":<8} {"test acc":>8} {"test loss":>9} {"sent/client/round":>17} '
            f'{"density":>10}']
-  for name in names:
-    final = rows[-1][name]['eval']
-    rounds = [row[name]['train']['communication'] for row in rows if 'train' in row[name]]
-    sent = np.mean([c['entries_sent_per_client'] for c in rounds])
-    density = np.mean([c['density'] for c in rounds])
-    lines.append(f'{name:<8} {final["accuracy"]:>8.4f} {final["loss"]:>9.4f} {sent:>17.1f} '
-                 f'{density:>10.3e}')
+  for name, label in NAMES.items():
+    final = summary['final_eval'][name]
+    sent = [float(r[f'{name}/train/communication/entries_sent_per_client']) for r in rows
+            if r.get(f'{name}/train/communication/entries_sent_per_client')]
+    density = [float(r[f'{name}/train/communication/density']) for r in rows
+               if r.get(f'{name}/train/communication/density')]
+    lines.append(f'{label:<8} {final["accuracy"]:>8.4f} {final["loss"]:>9.4f} '
+                 f'{np.mean(sent):>17.1f} {np.mean(density):>10.3e}')
   return '\n'.join(lines)
 
 
-class _PrintAccuracies(loop.Hook):
-
-  def after_round(self, round_num, runs, row) -> None:
-    accuracies = ', '.join(f'{r.name} {row[r.name]["eval"]["accuracy"]:.3f}'
-                           for r in runs if 'eval' in row[r.name])
-    if accuracies:
-      print(f'round {round_num:3d}  test accuracy: {accuracies}', flush=True)
-
-
-def train(task: tasks.Task, execution) -> tuple[list[dict], list[str]]:
-  """Trains the three algorithms side by side in `execution`: (rows, names)."""
-  processes = build_processes(task.model_fn, _KEEP_PERCENT.value, _TAU.value,
-                              _TAU_DECAY.value, _LEARNING_RATE.value)
-  runs = [loop.AlgorithmRun(name, process, execution) for name, process in processes.items()]
-  collected = hooks.CollectRows()
-  loop.run_rounds(
-      runs, task.client_datasets,
-      sampling.build_client_sampler(task.train_data.client_ids, _NUM_CLIENTS.value,
-                                    _SEED.value),
-      start_round=0, end_round=_ROUNDS.value,
-      hooks=[hooks.Evaluation(evaluation.build_evaluate_fn(task.model_fn, task.test_data),
-                              _EVAL_EVERY.value), _PrintAccuracies(), collected])
-  return collected.rows, list(processes)
-
-
 def main(argv):
-  del argv
-  logging.set_verbosity(logging.WARNING)
+  if len(argv) > 1:
+    raise binary.BadInput(f'Unexpected arguments {argv[1:]} (flags are --name=value).')
   cleanup.install_process_cleanup('Interrupted; the demo keeps nothing, so nothing was lost.')
-  try:
-    for name, flag in (('rounds', _ROUNDS), ('num_clients', _NUM_CLIENTS),
-                       ('eval_every', _EVAL_EVERY)):
-      if flag.value < 1:
-        raise ValueError(f'--{name} must be >= 1, got {flag.value}.')
-    execution = execution_flags.build_execution()
-    task = tasks.build_task('digits_demo', num_clients=_NUM_CLIENTS.value, seed=_SEED.value)
-  except ValueError as e:
-    print(f'error: {e}', file=sys.stderr)
-    return 2
-  start = time.perf_counter()
-  try:
-    with execution:
-      rows, names = train(task, execution)
-  except ValueError as e:  # The builders check R, TAU and c.
-    print(f'error: {e}', file=sys.stderr)
-    return 2
-  except remote.WorkerUnavailableError as e:
-    print(f'error: {e}', file=sys.stderr)
-    return 3
-  print(f'\n{_ROUNDS.value} rounds, {_NUM_CLIENTS.value} clients, R={_KEEP_PERCENT.value}% '
-        f'({time.perf_counter() - start:.0f} s, {execution.name})')
-  print(summarize(rows, names))
+  with tempfile.TemporaryDirectory() as temporary:
+    output_dir = _OUTPUT_DIR.value or temporary
+    start = time.perf_counter()
+    summary = runner.run_experiment(demo_config(output_dir),
+                                    log=lambda line: print(line, flush=True))
+    print(f'\n{_ROUNDS.value} rounds, {_NUM_CLIENTS.value} clients, R={_KEEP_PERCENT.value}% '
+          f'({time.perf_counter() - start:.0f} s, {summary["config"]["execution"]})')
+    print(summarize(pathlib.Path(output_dir) / 'metrics.csv', summary))
   return 0
 
 
 if __name__ == '__main__':
-  app.run(main)
+  binary.run(main)

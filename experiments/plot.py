@@ -17,14 +17,16 @@ and written next to the PNG (`.md`).
 """
 
 import csv
+import json
 import pathlib
 
-from absl import app
 from absl import flags
 import matplotlib
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from experiments import binary  # pylint: disable=g-bad-import-order,wrong-import-position
 
 # Not marked required: importing this module (e.g. in a test) must not add a validator to
 # the global flags of whatever else parses them.
@@ -51,10 +53,22 @@ def read_curves(metrics_csv: pathlib.Path) -> dict[str, dict[str, list[float]]]:
 
   `bytes` is the cumulative upload before the round of each evaluation (evaluations happen
   before a round's training; the last row, after the final round, has no training).
+
+  Raises:
+    binary.BadInput: no such file, or one with no evaluated round.
   """
-  with open(metrics_csv, newline='') as f:
-    rows = list(csv.DictReader(f))
-  algorithms = sorted({key.split('/')[0] for key in rows[0] if '/eval/accuracy' in key})
+  metrics_csv = pathlib.Path(metrics_csv)
+  try:
+    with open(metrics_csv, newline='') as f:
+      rows = list(csv.DictReader(f))
+  except OSError as e:
+    raise binary.BadInput(f'{metrics_csv.parent}: no readable metrics.csv ({e.strerror}); '
+                          'give run directories of run_experiment.') from e
+  algorithms = sorted({key.split('/')[0] for key in (rows[0] if rows else {})
+                       if '/eval/accuracy' in key})
+  if not algorithms:
+    raise binary.BadInput(f'{metrics_csv} has no evaluated round yet (no <algorithm>/eval/'
+                          'accuracy values).')
   curves = {}
   for name in algorithms:
     curve = {'round': [], 'accuracy': [], 'loss': [], 'bytes': []}
@@ -98,6 +112,40 @@ def plot_runs(run_dirs: list[str], output: str) -> None:
   pathlib.Path(output).parent.mkdir(parents=True, exist_ok=True)
   fig.savefig(output, dpi=100)
   plt.close(fig)
+
+
+# Fields two seeds of one experiment may differ in (besides what a resume may change).
+_SEED_FIELDS = ('seed', 'output_dir', 'rounds', 'eval_every', 'checkpoint_every', 'execution',
+                'workers', 'worker_timeout_s', 'client_threads', 'allow_nonfinite_rounds',
+                'client_state_storage')
+
+
+def _recorded_config(run_dir: pathlib.Path) -> dict | None:
+  for name in ('config.json', 'summary.json'):
+    path = run_dir / name
+    if path.exists():
+      try:
+        return json.loads(path.read_text())['config']
+      except (OSError, ValueError, KeyError) as e:
+        raise binary.BadInput(f'{path} cannot be read ({e}).') from e
+  return None
+
+
+def check_seeds_of_one_experiment(run_dirs: list[str]) -> None:
+  """Raises `binary.BadInput` unless the runs' configurations differ in the seed only.
+
+  Runs without a recorded configuration (older committed runs hold only metrics.csv and a
+  summary) are compared where they have one.
+  """
+  recorded = [(d, _recorded_config(pathlib.Path(d))) for d in run_dirs]
+  recorded = [(d, c) for d, c in recorded if c is not None]
+  for run_dir, config in recorded[1:]:
+    first_dir, first = recorded[0]
+    differ = sorted(k for k in set(first) | set(config)
+                    if k not in _SEED_FIELDS and first.get(k) != config.get(k))
+    if differ:
+      raise binary.BadInput(f'{run_dir} is not a seed of the experiment in {first_dir}: they '
+                            f'differ in {", ".join(differ)}.')
 
 
 def seed_curves(run_dirs: list[str], names: dict[str, str] | None = None):
@@ -208,20 +256,21 @@ def plot_seeds(curves, output: str, title: str | None) -> None:
 
 def main(argv):
   if len(argv) < 2:
-    raise app.UsageError('Give one or more run directories.')
+    raise binary.BadInput('Give one or more run directories.')
   if not _OUTPUT.value:
-    raise app.UsageError('--output is required.')
+    raise binary.BadInput('--output is required.')
   if _SEEDS.value:
     try:
       names = dict(pair.split(':') for pair in _RENAME.value)
     except ValueError as e:
-      raise app.UsageError(f'--rename takes old:new pairs: {_RENAME.value}') from e
+      raise binary.BadInput(f'--rename takes old:new pairs: {_RENAME.value}') from e
+    check_seeds_of_one_experiment(argv[1:])
     curves = seed_curves(argv[1:], names)
     plot_seeds(curves, _OUTPUT.value, _TITLE.value)
     try:
       rounds = [int(r) for r in _TABLE_ROUNDS.value]
     except ValueError as e:
-      raise app.UsageError(f'--table_rounds: {e}') from e
+      raise binary.BadInput(f'--table_rounds takes round numbers: {e}') from e
     table = seed_table(curves, rounds) + '\n' + seed_orderings(curves)
     pathlib.Path(_OUTPUT.value).with_suffix('.md').write_text(table)
     print(table)
@@ -231,4 +280,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  binary.run(main)

@@ -16,25 +16,22 @@ process, no TFF runtime; the GPU when TensorFlow sees one), or `remote` TFF work
 
   python -m experiments.run_experiment ... --execution=remote --workers=h1:8000,h2:8000
 
-Exit status: 0 done; 2 bad input (flags, data, checkpoint, a configuration that does not
-match the run being resumed); 3 a TFF worker is down or unreachable (start the same command
-again once it is back); 4 every client of an algorithm returned non-finite values in a round;
-130 interrupted (Ctrl-C; resumable).
+Exit status (`experiments/binary.py`): 0 done; 2 bad input (flags, data, checkpoint, a
+configuration that does not match the run being resumed); 3 a TFF worker is down or
+unreachable (start the same command again once it is back); 4 an algorithm diverged (every
+client of it non-finite in a round, or its model evaluating to a non-finite test loss); 130
+interrupted (Ctrl-C; resumable).
 """
 
-import sys
-
-from absl import app
 from absl import flags
 
+from experiments import binary
 from experiments import execution_flags
 from experiments import presets
 from tff_flare.algorithms import registry as algorithms
 from tff_flare.execution import cleanup
-from tff_flare.execution import remote
 from tff_flare.experiment import config as config_lib
 from tff_flare.experiment import runner
-from tff_flare.simulation import hooks
 from tff_flare.simulation import sampling
 from tff_flare.tasks import registry as tasks
 
@@ -77,6 +74,13 @@ _FIELDS = {
     'checkpoint_every': flags.DEFINE_integer('checkpoint_every', 10,
                                              'Save program state every this many rounds.'),
     'seed': flags.DEFINE_integer('seed', 0, 'Seed of partitions, client sampling and masks.'),
+    'model_seed': flags.DEFINE_integer(
+        'model_seed', None, "Seed of the model's initializers (default: the authors' seeding: "
+        "the CNN's GlorotNormal(seed=0); FC, VGG and GRU unseeded)."),
+    'double_softmax': flags.DEFINE_bool(
+        'double_softmax', None, "mnist_cnn: --nodouble_softmax drops the authors' second "
+        'softmax (the fixed CNN, trained with its own learning rate; default: the authors\' '
+        'model).'),
     'source': flags.DEFINE_string('source', None, 'Data source: keras, tfds, npz, '
                                   'imagefolder (images); tff, text (Shakespeare); task '
                                   'default if unset.'),
@@ -134,26 +138,10 @@ def build_config() -> config_lib.ExperimentConfig:
 
 
 def run(config_fn, summary_lines: bool = True) -> int:
-  """Builds the configuration with `config_fn`, runs it; the exit status (see the top)."""
+  """Builds the configuration with `config_fn` and runs it; errors go to `binary.report`."""
   cleanup.install_process_cleanup(
       'Interrupted; start the same command again to resume from the last checkpoint.')
-  try:
-    config = config_fn()
-    config_lib.validate(config)
-  except config_lib.ConfigError as e:
-    print(f'error: {e}', file=sys.stderr)
-    return 2
-  try:
-    summary = runner.run_experiment(config, log=lambda line: print(line, flush=True))
-  except config_lib.ConfigError as e:
-    print(f'error: {e}', file=sys.stderr)
-    return 2
-  except remote.WorkerUnavailableError as e:
-    print(f'error: {e}', file=sys.stderr)
-    return 3
-  except hooks.NonFiniteRoundError as e:
-    print(f'error: {e}', file=sys.stderr)
-    return 4
+  summary = runner.run_experiment(config_fn(), log=lambda line: print(line, flush=True))
   if summary_lines:
     for name, result in summary['final_eval'].items():
       print(f'{name:<18} test accuracy {result["accuracy"]:.4f} loss {result["loss"]:.4f}')
@@ -161,9 +149,10 @@ def run(config_fn, summary_lines: bool = True) -> int:
 
 
 def main(argv):
-  del argv
+  if len(argv) > 1:
+    raise binary.BadInput(f'Unexpected arguments {argv[1:]} (flags are --name=value).')
   return run(build_config)
 
 
 if __name__ == '__main__':
-  app.run(main)
+  binary.run(main)

@@ -17,14 +17,17 @@ and with --num_mask_draws the empirical variances). Local training: minibatch SG
 `experiments/run_masking_grid.py`.
 """
 
-from absl import app
 from absl import flags
 
+from experiments import binary
 from experiments import presets
 from experiments import run_experiment
 
-for _name, _value in presets.MASKING_STUDY.items():
-  flags.FLAGS.set_default(_name, list(_value) if isinstance(_value, tuple) else _value)
+
+def set_study_defaults() -> None:
+  """The study's values as the flags' defaults (called by `main`, not at import)."""
+  for name, value in presets.MASKING_STUDY.items():
+    flags.FLAGS.set_default(name, list(value) if isinstance(value, tuple) else value)
 
 
 def main(argv):
@@ -32,4 +35,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  set_study_defaults()
+  binary.run(main)

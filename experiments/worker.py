@@ -11,9 +11,9 @@ service directly).
 
 import os
 
-from absl import app
 from absl import flags
 
+from experiments import binary
 from tff_flare.execution import workers
 
 _PORT = flags.DEFINE_integer('port', 8000, 'Port the worker serves gRPC on.')
@@ -23,11 +23,15 @@ _MAX_CALLS = flags.DEFINE_integer(
 
 
 def main(argv) -> None:
-  del argv
-  command = workers.worker_command(_PORT.value, _MAX_CALLS.value)
+  if len(argv) > 1:
+    raise binary.BadInput(f'Unexpected arguments {argv[1:]} (flags are --name=value).')
+  try:
+    command = workers.worker_command(_PORT.value, _MAX_CALLS.value)
+  except ValueError as e:
+    raise binary.BadInput(str(e)) from e
   print(f'TFF worker serving on port {_PORT.value}: {" ".join(command)}', flush=True)
   os.execv(command[0], command)
 
 
 if __name__ == '__main__':
-  app.run(main)
+  binary.run(main)

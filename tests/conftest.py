@@ -7,6 +7,8 @@ os.environ.setdefault('TF_CPU_ALLOCATOR_USE_BFC', 'true')  # As the binaries (ex
 
 from tff_flare.execution import cleanup  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+cleanup.mute_tff_shutdown_noise()  # TFF's own message at every interpreter exit.
+
 
 def pytest_collection_modifyitems(session, config, items):
   """Drops `tf.test.TestCase.test_session`, a TF helper whose name pytest takes for a test

@@ -101,10 +101,13 @@ class NonFinitePolicyTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(communication['num_clients_total'], 2)
     for kept, old in zip(tf.nest.flatten(output.client_states[1]), tf.nest.flatten(old_state)):
       self.assertAllEqual(kept, old)
-    # The bad client left the mean: the round equals the good client's round alone.
+    # The bad client left the mean: the round equals the good client's round alone, its
+    # training metrics included (they used to be summed in, outside the policy).
     alone = _round(process, state, [good])
     for w, wa in zip(weights, tiny_models.trainable_arrays(process, alone.state)):
       self.assertAllClose(w, wa, rtol=1e-6, atol=1e-7)
+    self.assertTrue(np.isfinite(output.metrics['train']['loss']), name)
+    self.assertAllClose(output.metrics['train'], alone.metrics['train'], rtol=1e-6, msg=name)
 
   def test_nonfinite_update_is_not_applied(self):
     process = registry.build('fedavg', _MODEL_FN, _HPARAMS)

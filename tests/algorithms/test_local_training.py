@@ -1,11 +1,20 @@
 """Tests of `tff_flare.algorithms.local_training`: penalized steps, optimizer restart, counters."""
 
+import collections
+from unittest import mock
+
+from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import tiny_models
 from tff_flare.algorithms import local_training
+from tff_flare.algorithms import registry
+from tff_flare.execution import inprocess
+from tff_flare.tasks import models
+from tff_flare.tasks import registry as tasks
+from tff_flare.tasks import text
 
 
 def _train(penalty_gradient_fn, penalized_steps, restart, momentum=0.9, num_batches=3):
@@ -67,6 +76,163 @@ class LocalTrainingTest(tf.test.TestCase):
     with_restart, _, _ = _train(penalty_fn, 1, True, momentum=None)
     without, _, _ = _train(penalty_fn, 1, False, momentum=None)
     self.assertAllEqual(with_restart.trainable_weights[0], without.trainable_weights[0])
+
+
+def _train_in_reduce(model, optimizer, initial_weights, dataset, penalty_gradient_fn,
+                     penalized_steps, restart):
+  """Local training as it was before `batches`: every step inside `dataset.reduce`.
+
+  The reference for the tensor loop: the same arithmetic, one step per batch in the
+  dataset's order, the step counter across epochs.
+  """
+  model_weights = tff.learning.models.ModelWeights.from_model(model)
+  tf.nest.map_structure(lambda v, t: v.assign(t), model_weights, initial_weights)
+  trainable = list(model_weights.trainable)
+  specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable)
+
+  def step_fn(state, batch):
+    num_examples, step, optimizer_state = state
+    with tf.GradientTape() as tape:
+      output = model.forward_pass(batch, training=True)
+    gradients = [tf.convert_to_tensor(g) for g in tape.gradient(output.loss, trainable)]
+    weights = [tf.convert_to_tensor(v) for v in trainable]
+    gradients = tf.cond(
+        tf.less(step, penalized_steps),
+        lambda: [g + p for g, p in zip(gradients, penalty_gradient_fn(weights))],
+        lambda: list(gradients))
+    if restart:
+      optimizer_state = tf.cond(tf.equal(step, penalized_steps),
+                                lambda: optimizer.initialize(specs), lambda: optimizer_state)
+    optimizer_state, new_weights = optimizer.next(optimizer_state, tuple(weights),
+                                                  tuple(gradients))
+    for variable, value in zip(trainable, new_weights):
+      variable.assign(value)
+    return num_examples + tf.cast(output.num_examples, tf.int64), step + 1, optimizer_state
+
+  num_examples, num_steps, _ = dataset.reduce(
+      (tf.constant(0, tf.int64), tf.constant(0, tf.int32), optimizer.initialize(specs)), step_fn)
+  return [tf.convert_to_tensor(v) for v in trainable], num_examples, num_steps
+
+
+def _image_dataset(shape, num_examples, batch_size, epochs, seed=0):
+  rng = np.random.default_rng(seed)
+  data = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
+      x=rng.integers(0, 256, size=(num_examples,) + shape, dtype=np.uint8),
+      y=rng.integers(0, 10, size=(num_examples, 1)).astype(np.int32)))
+  return tasks.batch_client(data, batch_size, epochs).map(tasks.scale_batch)
+
+
+def _text_dataset(epochs):
+  snippets = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
+      snippets=[('Now is the winter of our discontent, made glorious summer. ' * 60)[i:i + 400]
+                for i in range(0, 3200, 400)]))
+  return text.character_batches(snippets, seed=3).repeat(epochs)
+
+
+# name: (model_fn, a new client dataset); multi-batch, multi-epoch, a smaller last batch.
+_FAMILIES = {
+    'fc': (lambda: models.tff_model_fn(lambda: models.mnist_fc(width=16), (784,)),
+           lambda: _image_dataset((784,), 50, 16, 2)),
+    'cnn': (lambda: models.tff_model_fn(models.mnist_cnn, (28, 28, 1)),
+            lambda: _image_dataset((28, 28, 1), 20, 8, 2)),
+    'vgg': (lambda: models.tff_model_fn(lambda: models.vgg(11, seed=0, width_divisor=32),
+                                        (32, 32, 3)),
+            lambda: _image_dataset((32, 32, 3), 10, 4, 1)),
+    'masking_cnn': (lambda: models.tff_model_fn(lambda: models.masking_cnn(0), (32, 32, 3)),
+                    lambda: _image_dataset((32, 32, 3), 80, 32, 1)),
+    'gru': (lambda: models.shakespeare_model_fn(seed=0, units=16), lambda: _text_dataset(2)),
+}
+
+
+class SameAsTheLoopInsideTfDataTest(tf.test.TestCase, parameterized.TestCase):
+  """The tensor loop trains as the old `dataset.reduce` loop did, on every model family."""
+
+  @parameterized.named_parameters(*[(name, name) for name in _FAMILIES])
+  def test_matches_the_reduce_loop(self, family):
+    model_fn, make_dataset = _FAMILIES[family]
+    model_fn = model_fn()
+    optimizer = tff.learning.optimizers.build_sgdm(0.05, momentum=0.9)
+    results, initial = [], None
+    for train in ('tensors', 'reduce'):
+      model = model_fn()
+      if initial is None:  # Both start from the first model's weights (FC is unseeded).
+        initial = tf.nest.map_structure(tf.convert_to_tensor,
+                                        tff.learning.models.ModelWeights.from_model(model))
+      pull = lambda w: [0.01 * tf.sign(v) for v in w]  # pylint: disable=cell-var-from-loop
+
+      @tf.function
+      def run(dataset):
+        if train == 'tensors':  # pylint: disable=cell-var-from-loop
+          result = local_training.train_locally(  # pylint: disable=cell-var-from-loop
+              model, optimizer, initial, dataset, penalty_gradient_fn=pull,
+              penalized_steps=2, restart_optimizer_after_penalty=True)
+          return result.trainable_weights, result.num_examples, result.num_steps
+        return _train_in_reduce(model, optimizer, initial, dataset, pull, 2, True)  # pylint: disable=cell-var-from-loop
+
+      results.append(run(make_dataset()))
+    (weights, examples, steps), (expected_weights, expected_examples, expected_steps) = results
+    self.assertEqual(int(steps), int(expected_steps))
+    self.assertEqual(int(examples), int(expected_examples))
+    self.assertGreater(int(steps), 2)  # The pull, the restart and plain steps all ran.
+    for w, e in zip(weights, expected_weights):
+      self.assertAllClose(w, e, rtol=1e-6, atol=1e-7)
+
+
+
+def _train_locally_in_reduce(model, optimizer, initial_weights, dataset,
+                             penalty_gradient_fn=None,
+                             penalized_steps=local_training.ALL_STEPS,
+                             restart_optimizer_after_penalty=False):
+  """`train_locally`'s interface over `_train_in_reduce` (the loop before `batches`)."""
+  if penalty_gradient_fn is None:
+    penalty_gradient_fn = lambda w: [tf.zeros_like(v) for v in w]
+  if penalized_steps == local_training.ALL_STEPS:
+    penalized_steps = np.iinfo(np.int32).max
+  weights, num_examples, num_steps = _train_in_reduce(
+      model, optimizer, initial_weights, dataset, penalty_gradient_fn, penalized_steps,
+      restart_optimizer_after_penalty)
+  return local_training.LocalTrainingResult(weights, num_examples, num_steps)
+
+
+class EveryAlgorithmAsBeforeTest(tf.test.TestCase):
+  """Every registered algorithm, three rounds in-process: the same states as with the loop
+  inside tf.data (patched in as `train_locally`)."""
+
+  def test_every_algorithm_matches_the_reduce_loop(self):
+    hparams = registry.Hyperparameters(
+        client_optimizer=tff.learning.optimizers.build_sgdm(0.5, momentum=0.9),
+        keep_percent=20.0, total_clients=4, tau=0.5, tau_decay=1.5, reg_steps=2,
+        num_mask_draws=1, keep_probability=0.5, local_epochs=2)
+    ids = tiny_models.client_ids(3)
+    checked = []
+    for name in registry.NAMES:
+      outcomes = []
+      for patched in (False, True):
+        process = registry.build(name, tiny_models.softmax_model_fn(), hparams)
+        if process.runs_only_on_tff:
+          break
+        bound = inprocess.InProcessProcess(process, num_threads=1)
+        with mock.patch.object(local_training, 'train_locally',
+                               _train_locally_in_reduce if patched else
+                               local_training.train_locally):
+          state = bound.initialize()
+          clients = [bound.initial_client_state()] * 3
+          for round_num in range(3):
+            if process.uses_test_loss:
+              state = bound.record_test_loss(state, 2.0 / (round_num + 1))
+            datasets = [tiny_models.classification_dataset(s, num_examples=10, batch_size=4)
+                        .repeat(2) for s in range(3)]
+            output = bound.next(state, datasets, clients, process.client_inputs(ids))
+            state, clients = output.state, output.client_states
+        bound.close()
+        outcomes.append([np.asarray(t) for t in tf.nest.flatten((state, clients))])
+      if len(outcomes) < 2:
+        continue
+      checked.append(name)
+      for ours, before in zip(*outcomes):
+        self.assertAllClose(ours, before, rtol=1e-6, atol=1e-7, msg=name)
+    self.assertContainsSubset({'flare', 'ec', 'ec_fedprox', 'ec_ffl', 'ef21', 'ef21_dense',
+                               'fedavg', 'mask_synchronized'}, checked)
 
 
 if __name__ == '__main__':

@@ -39,7 +39,16 @@ class ValidateTest(tf.test.TestCase, parameterized.TestCase):
       ('storage', dict(client_state_storage='cloud'), 'client_state_storage'),
       ('execution', dict(execution='cluster'), 'Unknown execution'),
       ('workers_without_remote', dict(workers=('h:1',)), 'execution is local'),
-      ('threads', dict(execution='inprocess', client_threads=0), 'client threads'))
+      ('threads', dict(execution='inprocess', client_threads=0), 'client threads'),
+      # Zero used to mean "the task's default" silently (issue 19).
+      ('zero_clients', dict(num_clients=0), r'num_clients must be an int >= 1'),
+      ('zero_per_round', dict(clients_per_round=0), r'clients_per_round must be an int >= 1'),
+      ('zero_total', dict(total_clients=0), r'total_clients must be an int >= 1'),
+      ('negative_seed', dict(seed=-1), r'seed must be an int >= 0, got -1'),
+      ('negative_model_seed', dict(model_seed=-3), r'model_seed must be an int >= 0'),
+      ('no_algorithms', dict(algorithms=()), 'algorithms is empty: name at least one of flare'),
+      ('double_softmax_elsewhere', dict(double_softmax=False),
+       'double_softmax applies to mnist_cnn only, not digits_demo'))
   def test_bad_values_are_one_clear_error(self, overrides, message):
     with self.assertRaisesRegex(config_lib.ConfigError, message):
       config_lib.validate(_config(self.get_temp_dir(), **overrides))
@@ -49,6 +58,8 @@ class ValidateTest(tf.test.TestCase, parameterized.TestCase):
     config_lib.validate(_config(self.get_temp_dir(), task='mnist_cnn', clients_per_round=3,
                                 client_sampling='python_random', reg_steps='all',
                                 algorithms=('flare', 'ec', 'ef21_dense', 'ec_ffl')))
+    config_lib.validate(_config(self.get_temp_dir(), task='mnist_cnn', double_softmax=False,
+                                model_seed=3))
 
   def test_unwritable_output_dir(self):
     blocker = os.path.join(self.get_temp_dir(), 'a_file')
@@ -75,6 +86,16 @@ class CompareForResumeTest(tf.test.TestCase):
                                    checkpoint_every=[10, 2], execution=['local', 'inprocess'],
                                    client_threads=[None, 2]))
     self.assertEqual(config_lib.compare_for_resume(recorded, _config('out', rounds=10)), {})
+
+  def test_the_model_seed_and_the_fixed_cnn_are_results_changing(self):
+    recorded = config_lib.as_dict(_config('out', task='mnist_cnn'))
+    for field, value in (('model_seed', 1), ('double_softmax', False)):
+      with self.assertRaisesRegex(config_lib.ConfigError, f'{field}: None then, {value} now'):
+        config_lib.compare_for_resume(recorded, _config('out', task='mnist_cnn',
+                                                        **{field: value}))
+    # A run recorded before these fields existed resumes with their defaults.
+    old = {k: v for k, v in recorded.items() if k not in ('model_seed', 'double_softmax')}
+    self.assertEqual(config_lib.compare_for_resume(old, _config('out', task='mnist_cnn')), {})
 
 
 if __name__ == '__main__':

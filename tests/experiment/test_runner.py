@@ -72,11 +72,12 @@ class ResumeTest(tf.test.TestCase):
 
   def test_corrupt_checkpoint_is_a_clear_error(self):
     output = pathlib.Path(self.get_temp_dir()) / 'corrupt'
-    bad = output / 'checkpoints' / 'program_state_3'
-    bad.mkdir(parents=True)
-    (bad / 'saved_model.pb').write_bytes(b'garbage')
+    _run(_config(output, algorithms=('ec',), rounds=3))
+    for path in (output / 'checkpoints' / 'program_state_3').rglob('*.pb'):
+      path.write_bytes(b'garbage')
     with self.assertRaisesRegex(config_lib.ConfigError,
-                                r'Checkpoint 3 under .*cannot be restored .* start over'):
+                                r'Checkpoint 3 under .*cannot be restored .* Remove it to resume '
+                                r'from the checkpoint after round 2'):
       _run(_config(output, algorithms=('ec',), rounds=4))
 
 
@@ -87,7 +88,7 @@ class BadRunTest(tf.test.TestCase):
     corrupt = base / 'corrupt.npz'
     corrupt.write_bytes(b'not a zip file')
     for path, message in ((base / 'missing.npz', 'missing.npz does not exist'),
-                          (corrupt, 'is not a readable .npz file')):
+                          (corrupt, 'corrupt.npz is not an .npz archive')):
       with self.assertRaisesRegex(config_lib.ConfigError, message):
         _run(_config(base / 'out', task='mnist_cnn', source='npz', data_path=str(path)))
 
@@ -101,6 +102,54 @@ class BadRunTest(tf.test.TestCase):
                      learning_rate=1e30, rounds=4, allow_nonfinite_rounds=True)
     summary, _ = _run(config)
     self.assertEqual(summary['rounds'], 4)
+
+
+class RefusedRunTest(tf.test.TestCase):
+  """Runs that used to exit 0 with wrong or mixed results (issue 19), now refused up front."""
+
+  def test_resuming_with_fewer_rounds_is_refused(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'four'
+    _run(_config(output, algorithms=('fedavg',), rounds=4, eval_every=1))
+    rows_before = (output / 'metrics.csv').read_text()
+    with self.assertRaisesRegex(config_lib.ConfigError, r'checkpointed after 4 rounds; '
+                                r'--rounds=1 would end it before that'):
+      _run(_config(output, algorithms=('fedavg',), rounds=1, eval_every=1))
+    self.assertEqual((output / 'metrics.csv').read_text(), rows_before)  # Untouched.
+    self.assertEqual(json.loads((output / 'summary.json').read_text())['rounds'], 4)
+
+  def test_checkpoints_without_their_config_are_refused(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'no_config'
+    _run(_config(output, algorithms=('ec',), rounds=2))
+    (output / 'config.json').unlink()
+    with self.assertRaisesRegex(config_lib.ConfigError, 'has checkpoints but no config.json'):
+      _run(_config(output, algorithms=('ec',), rounds=3, keep_percent=0.01, tau=0.5))
+
+  def test_a_directory_of_something_else_is_refused(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'foreign'
+    output.mkdir()
+    (output / 'notes.txt').write_text('mine')
+    with self.assertRaisesRegex(config_lib.ConfigError, r'is not empty \(notes.txt\) and '
+                                'holds no run of this project'):
+      _run(_config(output, algorithms=('fedavg',), rounds=1))
+
+  def test_a_model_check_fails_before_anything_is_written(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'keep_all'
+    # The authors' top-k rule cannot keep 100 % of a 10-entry bias (it needs the 12th largest).
+    with self.assertRaisesRegex(config_lib.ConfigError, r"flare: keep_percent=100.0 is too "
+                                r"large for .* the largest keep_percent this model takes is"):
+      _run(_config(output, keep_percent=100.0))
+    self.assertFalse((output / 'config.json').exists())
+    summary, _ = _run(_config(output, keep_percent=50.0, rounds=1))  # The fixed retry runs.
+    self.assertEqual(summary['config']['keep_percent'], 50.0)
+
+  def test_a_model_that_evaluates_non_finite_stops_the_run(self):
+    # The clients' updates are finite; the model they make evaluates to NaN.
+    config = _config(pathlib.Path(self.get_temp_dir()) / 'huge', algorithms=('fedavg',),
+                     learning_rate=1e38, rounds=1)
+    with self.assertRaisesRegex(hooks.NonFiniteEvaluationError,
+                                r'The model of fedavg after 1 rounds evaluates to test loss nan'):
+      _run(config)
+    self.assertFalse((pathlib.Path(config.output_dir) / 'summary.json').exists())
 
 
 class MaskingExperimentTest(tf.test.TestCase):

@@ -1,12 +1,14 @@
 """Tests of the figures and seed tables (`experiments.plot`) on hand-written metrics files."""
 
 import csv
+import json
 import os
 import pathlib
 import tempfile
 
 import tensorflow as tf
 
+from experiments import binary
 from experiments import plot
 
 
@@ -67,6 +69,33 @@ class SeedTableTest(tf.test.TestCase):
     output = base / 'out' / 'seeds.png'
     plot.plot_seeds(plot.seed_curves([str(base / 's0')]), str(output), 'title')
     self.assertGreater(os.path.getsize(output), 1000)
+
+
+
+class BadInputTest(tf.test.TestCase):
+  """What the plot refuses, each as one line (`binary.BadInput`, exit 2)."""
+
+  def test_missing_empty_and_header_only_runs(self):
+    base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    (base / 'empty').mkdir()
+    (base / 'header_only').mkdir()
+    (base / 'header_only' / 'metrics.csv').write_text('round,flare/eval/accuracy\n')
+    for run, message in (('missing', 'missing: no readable metrics.csv'),
+                         ('empty', 'empty: no readable metrics.csv'),
+                         ('header_only', 'has no evaluated round yet')):
+      with self.assertRaisesRegex(binary.BadInput, message):
+        plot.read_curves(base / run / 'metrics.csv')
+
+  def test_seeds_of_different_experiments_are_refused(self):
+    base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    for name, tau, seed in (('a', 0.05, 0), ('b', 0.05, 1), ('c', 0.5, 2)):
+      _write_run(base / name, {'flare': [0.1, 0.5, 0.6]}, 10.0)
+      (base / name / 'config.json').write_text(json.dumps(dict(config=dict(
+          task='mnist_cnn', tau=tau, seed=seed, output_dir=str(base / name)))))
+    plot.check_seeds_of_one_experiment([str(base / 'a'), str(base / 'b')])
+    with self.assertRaisesRegex(binary.BadInput, r'c is not a seed of the experiment in .*a: '
+                                r'they differ in tau'):
+      plot.check_seeds_of_one_experiment([str(base / n) for n in 'abc'])
 
 
 if __name__ == '__main__':

@@ -8,6 +8,8 @@ from absl import flags
 from absl.testing import flagsaver
 import tensorflow as tf
 
+from experiments import figures
+from experiments import masking_tables
 from experiments import run_masking_grid
 from tff_flare.experiment import config as config_lib
 from tff_flare.experiment import runner
@@ -21,33 +23,51 @@ class MaskingGridTest(tf.test.TestCase):
     flags.FLAGS(['test', '--output_dir=unused'])
 
   def test_partition_names(self):
-    self.assertEqual(run_masking_grid.partition_options('dir0.5'),
+    self.assertEqual(masking_tables.partition_flags('dir0.5'),
                      dict(partition='dirichlet', alpha=0.5))
-    self.assertEqual(run_masking_grid.partition_options('qskew100'),
+    self.assertEqual(masking_tables.partition_flags('qskew100'),
                      dict(partition='quantity_skew', ratio=100.0))
     with self.assertRaisesRegex(ValueError, 'Unknown partition'):
-      run_masking_grid.partition_options('pathological')
+      masking_tables.partition_flags('pathological')
 
   def test_cells_follow_the_spec(self):
-    base = pathlib.Path(self.get_temp_dir())
-    full = run_masking_grid.cell_config('fullbatch', 'dir0.1', base)
-    self.assertEqual((full.task, full.total_clients, full.clients_per_round, full.batch_size,
-                      full.partition, full.alpha),
-                     ('cifar10_masking_cnn', 100, 10, 0, 'dirichlet', 0.1))
-    self.assertEqual(tuple(full.algorithms),
-                     ('mask_none', 'mask_independent', 'mask_synchronized'))
-    mini = run_masking_grid.cell_config('minibatch', 'iid', base)
-    self.assertEqual((mini.batch_size, mini.partition), (32, 'iid'))
-    self.assertEqual(pathlib.Path(mini.output_dir).name, 'minibatch_iid')
+    full = run_masking_grid.cell_run('fullbatch', 'dir0.1')
+    self.assertEqual(full.binary, 'experiments.run_masking')  # The study's defaults.
+    self.assertEqual((full.name, full.flags['batch_size'], full.flags['partition'],
+                      full.flags['alpha'], full.flags['algorithms']),
+                     ('fullbatch_dir0.1', 0, 'dirichlet', 0.1,
+                      'mask_none,mask_independent,mask_synchronized'))
+    mini = run_masking_grid.cell_run('minibatch', 'iid')
+    self.assertEqual((mini.flags['batch_size'], mini.flags['partition']), (32, 'iid'))
 
   def test_processes_flag_chooses_what_a_cell_trains(self):
     with flagsaver.flagsaver(processes=['mask_none']):
-      config = run_masking_grid.cell_config('minibatch', 'iid', pathlib.Path(self.get_temp_dir()))
-    self.assertEqual(tuple(config.algorithms), ('mask_none',))
+      self.assertEqual(run_masking_grid.cell_run('minibatch', 'iid').flags['algorithms'],
+                       'mask_none')
     for bad in (['flare'], ['mask_none', 'fedavg']):
       with flagsaver.flagsaver(processes=bad):
         with self.assertRaisesRegex(ValueError, 'choose from mask_none'):
-          run_masking_grid.cell_config('minibatch', 'iid', pathlib.Path(self.get_temp_dir()))
+          run_masking_grid.cell_run('minibatch', 'iid')
+
+  def test_a_finished_cell_with_other_flags_is_refused_not_skipped(self):
+    # Issue 19: a changed --keep_probability used to print "done, skipped" and the old table.
+    root = pathlib.Path(self.get_temp_dir())
+    with flagsaver.flagsaver(keep_probability=0.5, local_training=['minibatch'],
+                             partitions=['iid']):
+      figure = run_masking_grid.grid_figure('grid')
+    (run,) = figure.runs
+    figures._record_flags(figure, run, root)  # pylint: disable=protected-access
+    (figure.run_dir(root, run) / 'summary.json').write_text('{"rounds": 10}')
+    lines = []
+    self.assertEqual(figures.execute([(figure, run)], root=root, log=lines.append,
+                                     pin=False), 0)
+    self.assertIn('finished (10 rounds), skipped', lines[-1])
+    with flagsaver.flagsaver(keep_probability=0.9, local_training=['minibatch'],
+                             partitions=['iid']):
+      changed = run_masking_grid.grid_figure('grid')
+    with self.assertRaisesRegex(figures.ReproduceError, r'holds a run made with other flags '
+                                r'\(keep_probability\)'):
+      figures.execute([(changed, changed.runs[0])], root=root, pin=False)
 
   def test_table_from_a_finished_cell(self):
     base = pathlib.Path(self.get_temp_dir())
@@ -57,8 +77,14 @@ class MaskingGridTest(tf.test.TestCase):
         eval_every=2, clients_per_round=5, keep_probability=0.7, num_mask_draws=2,
         execution='inprocess')
     summary = runner.run_experiment(config, log=lambda _: None)
-    table = run_masking_grid.write_table(base)
-    self.assertLen(table, 3)
+    markdown = masking_tables.write_table([base / 'minibatch_iid'], base)
+    self.assertEqual(markdown.count('| minibatch_iid |'), 3)
+    with open(base / 'grid.csv') as f:
+      table = list(csv.DictReader(f))
+    for row in table:
+      for key in ('mean_s', 'second_half_s', 'second_half_s_normalized', 's_max',
+                  'final_accuracy'):
+        row[key] = float(row[key])
     with open(base / 'minibatch_iid' / 'metrics.csv') as f:
       rows = list(csv.DictReader(f))
     survival = [float(r['mask_synchronized/train/survival/survival']) for r in rows

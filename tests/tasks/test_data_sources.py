@@ -114,6 +114,46 @@ class NpzSourceTest(tf.test.TestCase):
     with self.assertRaisesRegex(data_sources.DataSourceError, 'needs a path'):
       data_sources.load_images('mnist', 'npz')
 
+  def _mnist_like(self, name, **overrides):
+    path = os.path.join(self.get_temp_dir(), name)
+    arrays = dict(x_train=np.zeros((4, 28, 28), np.uint8), y_train=np.arange(4),
+                  x_test=np.zeros((2, 28, 28), np.uint8), y_test=np.ones(2, np.int64))
+    arrays.update(overrides)
+    np.savez(path, **arrays)
+    return path
+
+  def test_truncated_and_foreign_files_are_one_line(self):
+    whole = self._mnist_like('whole.npz', x_train=np.random.default_rng(0).integers(
+        0, 255, (600, 28, 28), dtype=np.uint8))
+    truncated = os.path.join(self.get_temp_dir(), 'truncated.npz')
+    pathlib.Path(truncated).write_bytes(pathlib.Path(whole).read_bytes()[:200_000])
+    with self.assertRaisesRegex(data_sources.DataSourceError,
+                                r'truncated.npz is not a readable .npz file \(truncated'):
+      data_sources.load_images('mnist', 'npz', truncated)
+    text = os.path.join(self.get_temp_dir(), 'notes.npz')
+    pathlib.Path(text).write_text('x_train,y_train\n1,2\n')
+    with self.assertRaisesRegex(data_sources.DataSourceError,
+                                r"notes.npz is not an .npz archive \(not numpy's format"):
+      data_sources.load_images('mnist', 'npz', text)
+    one_array = os.path.join(self.get_temp_dir(), 'one.npy')
+    np.save(one_array, np.zeros(3))
+    with self.assertRaisesRegex(data_sources.DataSourceError, 'holds one numpy array'):
+      data_sources.load_images('mnist', 'npz', one_array)
+
+  def test_pixels_and_labels_are_checked(self):
+    nan_pixels = np.zeros((4, 28, 28), np.float32)
+    nan_pixels[1, 2, 3] = np.nan
+    for name, overrides, message in (
+        ('nan.npz', dict(x_train=nan_pixels), 'train pixels hold NaN or Inf'),
+        ('range.npz', dict(x_test=np.full((2, 28, 28), 300.0)), r'range over \[300.0, 300.0\]'),
+        ('labels.npz', dict(y_train=np.array([0, 1, 2, 10])),
+         r'labels range over \[0, 10\]; the model has 10 classes'),
+        ('fractional.npz', dict(y_test=np.array([0.5, 1.0])), 'not whole numbers'),
+        ('empty.npz', dict(x_test=np.zeros((0, 28, 28), np.uint8),
+                           y_test=np.zeros(0, np.int64)), 'test split is empty')):
+      with self.assertRaisesRegex(data_sources.DataSourceError, message, msg=name):
+        data_sources.load_images('mnist', 'npz', self._mnist_like(name, **overrides))
+
 
 def _write_imagefolder(root: pathlib.Path):
   """train: 2 cats (label 0 by sort order... 'bird' < 'cat'), 1 bird; test: one of each."""
@@ -165,6 +205,23 @@ class ImageFolderSourceTest(tf.test.TestCase):
     empty.mkdir()
     with self.assertRaisesRegex(data_sources.DataSourceError, 'no train/ directory'):
       data_sources.load_images('cifar10', 'imagefolder', str(empty))
+
+  def test_empty_splits_and_an_undecodable_image_are_one_line(self):
+    root = pathlib.Path(self.get_temp_dir()) / 'no_images'
+    (root / 'train').mkdir(parents=True)
+    (root / 'test').mkdir()
+    with self.assertRaisesRegex(data_sources.DataSourceError, r'train holds no images'):
+      data_sources.load_images('cifar10', 'imagefolder', str(root))
+    root = pathlib.Path(self.get_temp_dir()) / 'broken'
+    _write_imagefolder(root)
+    broken = root / 'train' / 'cat' / '0001.png'
+    broken.write_bytes(b'this is not a png')
+    with self.assertRaises(data_sources.DataSourceError) as raised:
+      data_sources.load_images('cifar10', 'imagefolder', str(root))
+    message = str(raised.exception)
+    self.assertStartsWith(message, f'{broken} is not a decodable image')
+    self.assertNotIn('\n', message)
+    self.assertNotIn('node', message)
 
 
 class ShakespeareSourceTest(tf.test.TestCase):

@@ -21,8 +21,9 @@ wraps each function in a `tff.tensorflow.computation`, and the in-process execut
 Non-finite results (one policy for every algorithm, `docs/faithfulness.md` "Non-finite
 values"):
   * a client whose trained model, message, new state, statistics or weight holds a NaN or
-    an Inf sends nothing: its weighted message, weight and statistics are zero (it leaves the mean's
-    denominator, as in TFF's FedAvg) and it keeps its old state;
+    an Inf sends nothing: its weighted message, weight, statistics and training metrics are
+    zero (it leaves the mean's denominator and the round's training loss, as in TFF's
+    FedAvg) and it keeps its old state;
     `metrics['communication']['nonfinite_clients_total']` counts it;
   * an update that is still non-finite is not applied: the server model and optimizer state
     stay as they were, and `metrics['finalizer']['update_non_finite']` is 1 (TFF's
@@ -267,11 +268,15 @@ def build_round_functions(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts
     finite = _all_finite((message, output.client_state, output.statistics, weight,
                           [tf.convert_to_tensor(v) for v in model.trainable_variables]))
     weighted = message if output.weight is None else [weight * m for m in message]
-    # A non-finite client sends nothing and keeps its old state (see the module docstring).
-    weighted, weight, statistics, new_state = tf.cond(
-        finite, lambda: (weighted, weight, output.statistics, output.client_state),
+    model_metrics = model.report_local_unfinalized_metrics()
+    # A non-finite client sends nothing, keeps its old state and adds nothing to the round's
+    # training metrics, as TFF's own client work zeroes them (see the module docstring).
+    weighted, weight, statistics, new_state, model_metrics = tf.cond(
+        finite, lambda: (weighted, weight, output.statistics, output.client_state,
+                         model_metrics),
         lambda: (tf.nest.map_structure(tf.zeros_like, weighted), tf.zeros_like(weight),
-                 tf.nest.map_structure(tf.zeros_like, output.statistics), client_state))
+                 tf.nest.map_structure(tf.zeros_like, output.statistics), client_state,
+                 tf.nest.map_structure(tf.zeros_like, model_metrics)))
     counters = collections.OrderedDict(
         (name, tf.where(finite, tf.cast(value, tf.int64), tf.constant(0, tf.int64)))
         for name, value in output.counters.items())
@@ -286,7 +291,7 @@ def build_round_functions(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts
         client_state=new_state,
         summable=collections.OrderedDict(
             weighted_message=weighted, weight=weight, counters=counters,
-            statistics=statistics, model_metrics=model.report_local_unfinalized_metrics()))
+            statistics=statistics, model_metrics=model_metrics))
 
   def apply_update(optimizer_state, trainable, update):
     """The server step `s <- optimizer(s, -update)`; a non-finite update is not applied."""

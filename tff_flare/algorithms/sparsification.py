@@ -60,6 +60,18 @@ def authors_cut_rank(num_elements: int, keep_percent: float) -> int:
   return int(np.round(k)) + 2
 
 
+def largest_authors_keep_percent(sizes: Sequence[int]) -> float:
+  """The largest R (to 0.01 %) the authors' rule takes on tensors of these sizes."""
+  low, high = 0.0, 100.0
+  for _ in range(40):  # Bisection on the float: the rule's cut grows with R.
+    middle = (low + high) / 2
+    if all(authors_cut_rank(n, middle) <= n for n in sizes):
+      low = middle
+    else:
+      high = middle
+  return np.floor(low * 100) / 100
+
+
 def exact_keep_count(num_elements: int, keep_percent: float) -> int:
   """Entries kept by `TopKRule.EXACT`: `max(1, rne(R / 100 * n))`, at most `n`."""
   return min(num_elements, max(1, int(np.round(keep_percent / 100.0 * num_elements))))
@@ -90,15 +102,16 @@ def check_rule_fits(shapes: Sequence[tf.TensorShape], keep_percent: float,
     raise ValueError(f'rule must be a sparsification.TopKRule, got {rule!r}.')
   if rule != TopKRule.AUTHORS:
     return
-  for i, shape in enumerate(shapes):
-    n = int(tf.TensorShape(shape).num_elements())
+  sizes = [int(tf.TensorShape(shape).num_elements()) for shape in shapes]
+  for i, n in enumerate(sizes):
     cut = authors_cut_rank(n, keep_percent)
     if cut > n:
       name = names[i] if names else f'tensor {i}'
       raise ValueError(
           f'keep_percent={keep_percent} is too large for {name} with {n} entries under the '
-          f"authors' top-k rule: it needs the {cut}-th largest of {n} magnitudes (the authors' "
-          f'code crashes here). Lower keep_percent or use TopKRule.EXACT.')
+          f"authors' top-k rule (it keeps rne(R/100 n) + 1 entries and needs the {cut}-th "
+          f"largest of {n} magnitudes; the authors' code crashes here): the largest "
+          f'keep_percent this model takes is {largest_authors_keep_percent(sizes)}.')
 
 
 def authors_cut_rank_tf(num_elements: int, keep_percent: tf.Tensor) -> tf.Tensor:

@@ -4,7 +4,8 @@ These are `tff.learning.algorithms` processes, untouched: unweighted (every clie
 the same, as in the authors' mean) and with a server SGD of learning rate 1. They are wrapped
 in this project's `AlgorithmProcess` interface (`composer`): `next` takes and returns the
 (empty) client states and inputs every process takes, and the metrics carry the same
-`train`, `communication` and `finalizer` parts. They have no `RoundFunctions`, so they run
+`train`, `communication` and `finalizer` parts (`communication` without the nonzero counts,
+which TFF's processes do not expose). They have no `RoundFunctions`, so they run
 on TFF's runtime whatever the execution mode.
 """
 
@@ -58,14 +59,12 @@ def _adapt(process: tff.learning.templates.LearningProcess,
 
   @tff.tensorflow.computation(np.int64)
   def communication(num_clients):
-    # Each client sends its dense float32 delta.
-    entries = num_clients * num_parameters
+    # Each client sends its dense float32 delta: the bytes are known. Its nonzeros are not
+    # (TFF's process does not expose the client deltas), so `entries_sent` and `density`,
+    # which count nonzeros for every other algorithm, are not reported.
     return collections.OrderedDict(
-        entries_sent_total=entries,
-        bytes_sent_total=entries * sparsification.BYTES_PER_VALUE,
-        num_clients_total=num_clients,
-        entries_sent_per_client=tf.constant(float(num_parameters), tf.float64),
-        density=tf.constant(1.0, tf.float64))
+        bytes_sent_total=num_clients * num_parameters * sparsification.BYTES_PER_VALUE,
+        num_clients_total=num_clients)
 
   @tff.federated_computation(state_type, data_type, empty, empty)
   def next_fn(state, client_data, client_states, client_inputs):

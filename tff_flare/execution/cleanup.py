@@ -122,14 +122,17 @@ def stopping_local_workers() -> Iterator[None]:
     stop_local_workers()
 
 
-def _stop_workers_at_exit() -> None:
-  """The atexit hook: stop the workers, then mute TFF's failing `ServiceManager.__del__`.
+def mute_tff_shutdown_noise() -> None:
+  """For binaries: mute the ignored `AttributeError` of TFF's `ServiceManager.__del__`.
 
-  At interpreter shutdown the `__del__` of TFF's default context finds the `subprocess`
-  module already torn down and prints an ignored AttributeError; its worker is gone by then.
+  At interpreter shutdown the `__del__` of TFF's default local context finds the
+  `subprocess` module already torn down and prints an ignored exception with its traceback
+  (after every run, flag error or `--helpfull` of a program that imports TFF); its worker is
+  gone by then. Only that message is muted; calling this twice changes nothing more.
   """
-  stop_local_workers()
   default_hook = sys.unraisablehook
+  if getattr(default_hook, '_mutes_tff_shutdown_noise', False):
+    return
 
   def hook(unraisable):
     name = getattr(unraisable.object, '__qualname__', '')
@@ -137,7 +140,14 @@ def _stop_workers_at_exit() -> None:
       return
     default_hook(unraisable)
 
+  hook._mutes_tff_shutdown_noise = True  # pylint: disable=protected-access
   sys.unraisablehook = hook
+
+
+def _stop_workers_at_exit() -> None:
+  """The atexit hook: stop the workers (TFF's shutdown noise muted, see above)."""
+  stop_local_workers()
+  mute_tff_shutdown_noise()
 
 
 def _stop_workers_then_die(signum, frame):

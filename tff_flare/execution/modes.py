@@ -1,7 +1,8 @@
 """Where a run's rounds execute: one choice for the whole run, made here.
 
   local      TFF's local runtime: the C++ `worker_binary` in a subprocess of this one,
-             started with a parent-death signal and stopped when the run ends.
+             started with a parent-death signal and stopped when the run ends; if it dies
+             during a round the run ends with `remote.WorkerUnavailableError` (exit 3).
   inprocess  this Python process, no TFF runtime (`inprocess`): the same `RoundFunctions`
              as `tf.function`s, on the GPU when TensorFlow sees one. TFF's own algorithms
              (no `RoundFunctions`) still run on TFF's local runtime, which is then started too,
@@ -100,9 +101,16 @@ class LocalExecution(Execution):
 
   name = 'local'
 
+  def __init__(self, timeout_s: float = 60.0):
+    super().__init__()
+    self._timeout_s = timeout_s
+
   def __enter__(self) -> 'LocalExecution':
     worker = self._stack.enter_context(workers.LoopbackWorkers(1))
-    context = self._stack.enter_context(remote.worker_execution(worker.addresses[0]))
+    self.workers = worker
+    context = self._stack.enter_context(remote.worker_execution(
+        worker.addresses[0], unavailable_timeout_s=self._timeout_s,
+        death=lambda: worker.death(0)))
     self.stats = context.stats
     return self
 
@@ -142,9 +150,10 @@ class InProcessExecution(Execution):
 
   name = 'inprocess'
 
-  def __init__(self, num_threads: Optional[int] = None):
+  def __init__(self, num_threads: Optional[int] = None, timeout_s: float = 60.0):
     super().__init__()
     self._num_threads = num_threads
+    self._timeout_s = timeout_s
     self._local: Optional[LocalExecution] = None
     self._bound: list[inprocess.InProcessProcess] = []
 
@@ -156,7 +165,7 @@ class InProcessExecution(Execution):
   def bind(self, process: composer.AlgorithmProcess) -> BoundProcess:
     if process.runs_only_on_tff:
       if self._local is None:
-        self._local = self._stack.enter_context(LocalExecution())
+        self._local = self._stack.enter_context(LocalExecution(self._timeout_s))
       return self._local.bind(process)
     bound = inprocess.InProcessProcess(process, self._num_threads)
     self._bound.append(bound)
@@ -191,7 +200,8 @@ def build_execution(execution: str = 'local', worker_addresses: Sequence[str] | 
   Args:
     execution: one of `EXECUTIONS`.
     worker_addresses: the workers of 'remote', `host:port` each (empty for the others).
-    timeout_s: how long a remote worker may not answer, at start or during a round.
+    timeout_s: how long a TFF worker may not answer (at start or during a round; a local
+      worker that has died ends the run at once).
     num_threads: clients trained at once in-process (default: the number of CPUs).
 
   Raises:
@@ -199,7 +209,7 @@ def build_execution(execution: str = 'local', worker_addresses: Sequence[str] | 
   """
   validate_execution(execution, worker_addresses, timeout_s, num_threads)
   if execution == 'local':
-    return LocalExecution()
+    return LocalExecution(timeout_s)
   if execution == 'inprocess':
-    return InProcessExecution(num_threads)
+    return InProcessExecution(num_threads, timeout_s)
   return RemoteExecution(worker_addresses, timeout_s)

@@ -38,7 +38,8 @@ import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Optional
 
 import grpc
 import tensorflow_federated as tff
@@ -118,17 +119,24 @@ class _WatchedRpc:
   raises `WorkerUnavailableError` instead, which TFF does not retry.
   """
 
-  def __init__(self, rpc, address: str, outage: dict, timeout_s: float):
+  def __init__(self, rpc, address: str, outage: dict, timeout_s: float,
+               death: Optional[Callable[[], Optional[str]]] = None):
     self._rpc = rpc
     self._address = address
     self._outage = outage
     self._timeout_s = timeout_s
+    self._death = death
 
   def __call__(self, request, **kwargs):
     try:
       response = self._rpc(request, **kwargs)
     except grpc.RpcError as e:
       if isinstance(e, grpc.Call) and e.code() in executors_errors.get_grpc_retryable_error_codes():
+        death = self._death() if self._death is not None else None
+        if death is not None:  # A worker of this process that has died: no retry can help.
+          raise WorkerUnavailableError(
+              self._address, f"TFF's local worker {death} during a round ({e.code().name}). "
+              'Start the same command again to resume from the last checkpoint.') from e
         first = self._outage.setdefault('since', time.monotonic())
         if time.monotonic() - first > self._timeout_s:
           raise WorkerUnavailableError(
@@ -149,11 +157,13 @@ class _WorkerChannel:
   """
 
   def __init__(self, channel: grpc.Channel, address: str, stats: ExecutionStats,
-               unavailable_timeout_s: float):
+               unavailable_timeout_s: float,
+               death: Optional[Callable[[], Optional[str]]] = None):
     self._channel = channel
     self._address = address
     self._stats = stats
     self._timeout_s = unavailable_timeout_s
+    self._death = death
     self._outage = {}
     self._callbacks = []
 
@@ -185,7 +195,7 @@ class _WorkerChannel:
 
     rpc = self._channel.unary_unary(method, request_serializer=serialize,
                                     response_deserializer=deserialize, **kwargs)
-    return _WatchedRpc(rpc, self._address, self._outage, self._timeout_s)
+    return _WatchedRpc(rpc, self._address, self._outage, self._timeout_s, self._death)
 
 
 def _connect(address: str, connect_timeout_s: float) -> grpc.Channel:
@@ -256,16 +266,22 @@ def remote_execution(workers: Sequence[str] | str, *, connect_timeout_s: float =
 
 
 @contextlib.contextmanager
-def worker_execution(address: str, *, connect_timeout_s: float = 20.0
+def worker_execution(address: str, *, connect_timeout_s: float = 20.0,
+                     unavailable_timeout_s: float = 60.0,
+                     death: Optional[Callable[[], Optional[str]]] = None
                      ) -> Iterator[RemoteExecution]:
   """TFF's local runtime over the worker at `address`, with its traffic counted.
 
   The same context `tff.backends.native.create_sync_local_cpp_execution_context` builds over
   the worker it starts itself (a `SyncExecutionContext`, whole computations, no subrounds).
+  TFF retries a call to a worker that does not answer forever; here the run ends with
+  `WorkerUnavailableError` at once when `death()` says the worker process has ended, and
+  after `unavailable_timeout_s` of no answer otherwise.
   """
   (address,) = parse_workers([address])
   stats = ExecutionStats([address])
-  channel = _WorkerChannel(_connect(address, connect_timeout_s), address, stats, float('inf'))
+  channel = _WorkerChannel(_connect(address, connect_timeout_s), address, stats,
+                           unavailable_timeout_s, death)
   try:
     context = tff.framework.SyncExecutionContext(
         executor_fn=_worker_executor_factory(channel), **_CONTEXT_ARGS)

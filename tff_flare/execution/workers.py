@@ -10,6 +10,7 @@ outlives the process that started it.
 import os
 import signal
 import subprocess
+import time
 from typing import Optional
 
 import grpc
@@ -46,6 +47,9 @@ def wait_until_serving(address: str, timeout_s: float) -> bool:
       return False
 
 
+_START_ATTEMPTS = 3
+
+
 class LoopbackWorkers:
   """`num_workers` TFF workers on localhost; a context manager that stops them on exit.
 
@@ -62,19 +66,52 @@ class LoopbackWorkers:
     self.addresses = [f'localhost:{port}' for port in self._ports]
 
   def start(self, index: Optional[int] = None) -> None:
-    """Starts worker `index` (all when None) and waits until it serves."""
+    """Starts worker `index` (all when None) and waits until it serves.
+
+    A worker that exits before serving (its port taken between `portpicker`'s check and its
+    bind, say) is started again on another port, up to `_START_ATTEMPTS` times.
+
+    Raises:
+      RuntimeError: a worker that does not serve within the start timeout.
+    """
     indices = range(len(self._ports)) if index is None else [index]
     for i in indices:
-      if self._processes[i] is not None and self._processes[i].poll() is None:
-        continue
-      self._processes[i] = cleanup.WorkerPopen(worker_command(self._ports[i]),
-                                               stdout=subprocess.DEVNULL,
-                                               stderr=subprocess.DEVNULL)
-    for i in indices:
-      if not wait_until_serving(self.addresses[i], self._start_timeout_s):
-        self.stop()
-        raise RuntimeError(f'TFF worker at {self.addresses[i]} did not start serving within '
-                           f'{self._start_timeout_s} s.')
+      for attempt in range(_START_ATTEMPTS):
+        if self._processes[i] is None or self._processes[i].poll() is not None:
+          self._processes[i] = cleanup.WorkerPopen(worker_command(self._ports[i]),
+                                                   stdout=subprocess.DEVNULL,
+                                                   stderr=subprocess.DEVNULL)
+        if self._wait_serving(i):
+          break
+        if self._processes[i].poll() is None:  # Alive but not serving: give up.
+          self.stop()
+          raise RuntimeError(f'TFF worker at {self.addresses[i]} did not start serving '
+                             f'within {self._start_timeout_s} s.')
+        if attempt + 1 == _START_ATTEMPTS:
+          self.stop()
+          raise RuntimeError(f'TFF worker at {self.addresses[i]} exited before serving '
+                             f'(status {self._processes[i].returncode}), '
+                             f'{_START_ATTEMPTS} times.')
+        self._ports[i] = portpicker.pick_unused_port()
+        self.addresses[i] = f'localhost:{self._ports[i]}'
+
+  def _wait_serving(self, index: int) -> bool:
+    """True once worker `index` serves; False when it exits or the start timeout passes."""
+    deadline = time.monotonic() + self._start_timeout_s
+    while time.monotonic() < deadline:
+      if self._processes[index].poll() is not None:
+        return False
+      if wait_until_serving(self.addresses[index], min(1.0, deadline - time.monotonic())):
+        return True
+    return False
+
+  def death(self, index: int) -> Optional[str]:
+    """How worker `index` ended, if it has (e.g. 'killed by signal 9'); None while it runs."""
+    process = self._processes[index]
+    if process is None or process.poll() is None:
+      return None
+    code = process.returncode
+    return f'killed by signal {-code}' if code < 0 else f'exited with status {code}'
 
   def kill(self, index: int) -> None:
     """Kills worker `index` at once (SIGKILL), as a crashed machine would."""

@@ -66,6 +66,8 @@ class ExperimentConfig:
   eval_every: int = 10
   checkpoint_every: int = 10
   seed: int = 0
+  model_seed: Optional[int] = None  # None: the authors' seeding of the task's model.
+  double_softmax: Optional[bool] = None  # mnist_cnn: False for the fixed CNN.
   source: Optional[str] = None
   data_path: Optional[str] = None
   data_dir: Optional[str] = None
@@ -106,9 +108,10 @@ def validate(config: ExperimentConfig) -> None:
 
 
 def _validate(config: ExperimentConfig) -> None:
+  _check(bool(config.algorithms), 'algorithms is empty: name at least one of '
+         f'{", ".join(algorithms.NAMES)}.')
   unknown = [a for a in config.algorithms if a not in algorithms.NAMES]
-  _check(bool(config.algorithms) and not unknown,
-         f'Unknown algorithms {unknown}; known: {", ".join(algorithms.NAMES)}.')
+  _check(not unknown, f'Unknown algorithms {unknown}; known: {", ".join(algorithms.NAMES)}.')
   _check(len(set(config.algorithms)) == len(config.algorithms),
          f'An algorithm is named twice: {list(config.algorithms)}.')
   _check(config.task in tasks.TASK_NAMES,
@@ -127,6 +130,14 @@ def _validate(config: ExperimentConfig) -> None:
   for name in ('rounds', 'local_epochs', 'eval_every', 'checkpoint_every'):
     value = getattr(config, name)
     _check(_is_int(value) and value >= 1, f'{name} must be an int >= 1, got {value!r}.')
+  for name in ('total_clients', 'num_clients', 'clients_per_round'):
+    value = getattr(config, name)
+    _check(value is None or (_is_int(value) and value >= 1),
+           f'{name} must be an int >= 1 (or unset for the task\'s default), got {value!r}.')
+  _check(_is_int(config.seed) and config.seed >= 0,
+         f'seed must be an int >= 0, got {config.seed!r}.')
+  _check(config.model_seed is None or (_is_int(config.model_seed) and config.model_seed >= 0),
+         f'model_seed must be an int >= 0, got {config.model_seed!r}.')
   _check(_is_int(config.num_mask_draws) and config.num_mask_draws >= 0,
          f'num_mask_draws must be an int >= 0, got {config.num_mask_draws!r}.')
   _check(config.batch_size is None or (_is_int(config.batch_size) and config.batch_size >= 0),
@@ -141,6 +152,9 @@ def _validate(config: ExperimentConfig) -> None:
     _check(config.partition in partitions.PARTITIONS,
            f'Unknown partition {config.partition!r}; known: {", ".join(partitions.PARTITIONS)}.')
   _check(config.alpha > 0, f'alpha must be > 0, got {config.alpha}.')
+  _check(config.double_softmax is None or config.task in tasks.DOUBLE_SOFTMAX_TASKS,
+         f'double_softmax applies to {", ".join(tasks.DOUBLE_SOFTMAX_TASKS)} only, not '
+         f'{config.task}.')
   _check(config.text_evaluation in tasks.TEXT_EVALUATIONS,
          f'Unknown text_evaluation {config.text_evaluation!r}; known: '
          f'{", ".join(tasks.TEXT_EVALUATIONS)}.')

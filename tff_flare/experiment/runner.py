@@ -44,7 +44,8 @@ def build_task(config: config_lib.ExperimentConfig) -> tasks.Task:
         data_dir=config.data_dir, total_clients=config.total_clients,
         num_clients=config.num_clients, partition=config.partition, alpha=config.alpha,
         ratio=config.ratio, batch_size=config.batch_size, epochs=config.local_epochs,
-        seed=config.seed, text_evaluation=config.text_evaluation)
+        seed=config.seed, model_seed=config.model_seed, double_softmax=config.double_softmax,
+        text_evaluation=config.text_evaluation)
   except ValueError as e:
     raise config_lib.ConfigError(str(e)) from e
 
@@ -69,7 +70,33 @@ def hyperparameters(config: config_lib.ExperimentConfig,
       num_mask_draws=config.num_mask_draws, seed=config.seed)
 
 
-def _record_config(config: config_lib.ExperimentConfig, resuming: bool, log) -> dict:
+# Files of the reproduce machinery (`experiments/figures.py`) that may precede a run's own.
+_FOREIGN_BUT_ALLOWED = ('command.json', 'log.txt', '.write_probe')
+
+
+def _check_output_dir(config: config_lib.ExperimentConfig, checkpoint_rounds: list[int]) -> None:
+  """Refuses a directory the run cannot prove is its own, or fewer rounds than it holds."""
+  output = pathlib.Path(config.output_dir)
+  if not (output / CONFIG_FILE).exists():
+    if checkpoint_rounds:
+      raise config_lib.ConfigError(
+          f'{output} has checkpoints but no {CONFIG_FILE}: the configuration they were made '
+          f'with is unknown, so resuming could mix two configurations. Restore {CONFIG_FILE}, '
+          'or use another --output_dir.')
+    foreign = sorted(p.name for p in output.iterdir() if p.name not in _FOREIGN_BUT_ALLOWED)
+    if foreign:
+      raise config_lib.ConfigError(
+          f'{output} is not empty ({", ".join(foreign[:3])}{", ..." if len(foreign) > 3 else ""}) '
+          f'and holds no run of this project (no {CONFIG_FILE}): use a new or empty '
+          '--output_dir.')
+  if checkpoint_rounds and max(checkpoint_rounds) > config.rounds:
+    raise config_lib.ConfigError(
+        f'{output} holds a run checkpointed after {max(checkpoint_rounds)} rounds; '
+        f'--rounds={config.rounds} would end it before that. Give --rounds >= '
+        f'{max(checkpoint_rounds)} to continue it, or use another --output_dir.')
+
+
+def _record_config(config: config_lib.ExperimentConfig, log) -> dict:
   """Checks the configuration against the recorded one; records it (and any change)."""
   path = pathlib.Path(config.output_dir) / CONFIG_FILE
   record = None
@@ -80,8 +107,6 @@ def _record_config(config: config_lib.ExperimentConfig, resuming: bool, log) -> 
       raise config_lib.ConfigError(f'{path} cannot be read ({e}); it records the run of this '
                                    'directory. Restore it, or use another --output_dir.')
   if record is None:
-    if resuming:
-      log(f'{path} is missing: recording this configuration for the run being resumed.')
     record = dict(config=config_lib.as_dict(config), changes=[])
   else:
     changed = config_lib.compare_for_resume(record['config'], config)
@@ -96,40 +121,54 @@ def _record_config(config: config_lib.ExperimentConfig, resuming: bool, log) -> 
   return record
 
 
+def build_processes(config: config_lib.ExperimentConfig, task: tasks.Task) -> dict:
+  """`{name: process}` of the configuration's algorithms; a builder's refusal (an R the
+  model's tensors cannot take, say) becomes `ConfigError`, before anything is written."""
+  hparams = hyperparameters(config, task)
+  processes = collections.OrderedDict()
+  for name in config.algorithms:
+    try:
+      processes[name] = algorithms.build(name, task.model_fn, hparams)
+    except ValueError as e:
+      raise config_lib.ConfigError(f'{name}: {e}') from e
+  return processes
+
+
 def run_experiment(config: config_lib.ExperimentConfig,
                    log: Callable[[str], object] = print) -> dict:
   """Runs (or resumes) the experiment; returns the summary also written to summary.json.
+
+  Everything is checked before anything is written into `output_dir`: the configuration,
+  the data, the algorithms' hyperparameters against the model, and for a resume the
+  directory's record and checkpoints.
 
   Raises:
     config_lib.ConfigError: a bad configuration, data source or checkpoint, or a
       configuration that does not match the run in `output_dir`.
     remote.WorkerUnavailableError: a TFF worker down at start or gone during a round; the
       run resumes from its last checkpoint when started again.
-    hooks.NonFiniteRoundError: every client of an algorithm returned non-finite values.
+    hooks.NonFiniteRoundError, hooks.NonFiniteEvaluationError: an algorithm diverged.
   """
   config_lib.validate(config)
   task = build_task(config)
-  output = pathlib.Path(config.output_dir)
-  resuming = (output / 'checkpoints').exists() and any((output / 'checkpoints').iterdir())
-  record = _record_config(config, resuming, log)
+  processes = build_processes(config, task)
+  checkpoint_rounds = checkpoints_lib.saved_rounds(pathlib.Path(config.output_dir) /
+                                                   'checkpoints')
+  _check_output_dir(config, checkpoint_rounds)
+  record = _record_config(config, log)
   execution = modes.build_execution(config.execution, config.workers,
                                     timeout_s=config.worker_timeout_s,
                                     num_threads=config.client_threads)
   with execution:
-    return _run(config, task, execution, record, log)
+    return _run(config, task, processes, execution, record, log)
 
 
-def _run(config, task, execution, record, log) -> dict:
+def _run(config, task, processes, execution, record, log) -> dict:
   output = pathlib.Path(config.output_dir)
   evaluate = evaluation.build_evaluate_fn(task.model_fn, task.test_data)
-  hparams = hyperparameters(config, task)
   client_ids = task.train_data.client_ids
   runs = []
-  for name in config.algorithms:
-    try:
-      process = algorithms.build(name, task.model_fn, hparams)
-    except ValueError as e:
-      raise config_lib.ConfigError(f'{name}: {e}') from e
+  for name, process in processes.items():
     state_dir = (output / 'client_states' / name if config.client_state_storage == 'disk'
                  else None)
     run = loop.AlgorithmRun(name, process, execution, client_state_dir=state_dir,
@@ -154,7 +193,8 @@ def _run(config, task, execution, record, log) -> dict:
            hooks_lib.ReleaseRows([csv, tff.program.TensorBoardReleaseManager(
                output / 'tensorboard')], final_managers=[csv])]
   if not config.allow_nonfinite_rounds:
-    hooks.append(hooks_lib.StopOnNonFiniteRound())
+    hooks.append(hooks_lib.StopOnNonFiniteRound(
+        lambda: (checkpoints.versions() or [None])[-1]))
   hooks += [hooks_lib.CheckpointEvery(checkpoints, config.checkpoint_every, config.rounds),
             hooks_lib.LogProgress(log, start_round, config.rounds), collected]
   started = time.perf_counter()

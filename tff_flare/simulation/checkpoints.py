@@ -28,10 +28,24 @@ import tensorflow_federated as tff
 
 KEEP_TOTAL = 2
 _CLIENTS_PREFIX = 'client_states_'
+_PROGRAM_PREFIX = 'program_state_'  # FileProgramStateManager's directories.
 
 
 class CheckpointError(ValueError):
   """A checkpoint that cannot be restored."""
+
+
+def saved_rounds(directory) -> list[int]:
+  """The rounds of the checkpoints under `directory` (`program_state_<round>`), oldest first.
+
+  Read from the directory names, without building the runs (to check a resume up front).
+  """
+  directory = pathlib.Path(directory)
+  if not directory.is_dir():
+    return []
+  return sorted(int(p.name[len(_PROGRAM_PREFIX):]) for p in directory.iterdir()
+                if p.is_dir() and p.name.startswith(_PROGRAM_PREFIX) and
+                p.name[len(_PROGRAM_PREFIX):].isdigit())
 
 
 class Checkpoints:

@@ -8,7 +8,9 @@ example-weighted mean loss and the accuracy. This is the arithmetic of TFF's
 the two), run in this process in every execution mode: evaluation is not part of the
 federated algorithm, and so no test set is serialized into TFF's runtime.
 A stateful model (the GRU) starts every evaluation from a zero state and carries it from
-batch to batch, as the authors' Keras `evaluate` does.
+batch to batch, as the authors' Keras `evaluate` does. The test set is read into tensors at
+every evaluation (a shuffling test stream, the GRU's, reshuffles as before) and the batches
+run in a `tf.while_loop` (`algorithms.batches`).
 """
 
 import collections
@@ -17,6 +19,7 @@ from collections.abc import Callable
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_flare.algorithms import batches
 from tff_flare.algorithms import composer
 from tff_flare.execution import inprocess
 
@@ -42,8 +45,15 @@ def build_evaluate_fn(model_fn: composer.ModelFn, test_dataset: tf.data.Dataset
     def unfinalized_metrics(model_weights):
       resettable.reset()
       tf.nest.map_structure(lambda v, t: v.assign(t), weights, model_weights)
-      for batch in test_dataset:
-        model.forward_pass(batch, training=False)
+      # Read into tensors, then a while loop over the batches: no step inside tf.data.
+      test_batches = batches.as_batches(test_dataset)
+
+      def evaluate_batch(index):
+        model.forward_pass(batches.batch_at(test_batches, index), training=False)
+        return index + 1
+
+      tf.while_loop(lambda index: index < test_batches.num_steps, evaluate_batch,
+                    (tf.constant(0, tf.int32),), parallel_iterations=1)
       return model.report_local_unfinalized_metrics()
 
     built.update(model=model, unfinalized_metrics=unfinalized_metrics)

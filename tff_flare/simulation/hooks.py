@@ -5,6 +5,7 @@ Each is a `loop.Hook`; a run passes the ones it wants to `loop.run_rounds`, in o
 """
 
 import asyncio
+import math
 from collections.abc import Callable, Sequence
 import time
 from typing import Any, Optional
@@ -57,15 +58,47 @@ class NonFiniteRoundError(RuntimeError):
   """A round in which every client of an algorithm returned non-finite values."""
 
 
-class StopOnNonFiniteRound(loop.Hook):
-  """Stops the run after a round in which every client of an algorithm was non-finite.
+class NonFiniteEvaluationError(RuntimeError):
+  """A model whose test loss or accuracy is not finite (NaN or Inf)."""
 
-  Such a client sends nothing (`composer`'s non-finite policy), so the algorithm did not move:
-  almost always a diverged model or a bad hyperparameter. Raising here, after the round's
-  row was released but before its checkpoint, ends the run with the message.
+
+class StopOnNonFiniteRound(loop.Hook):
+  """Stops the run after a round in which an algorithm failed: every one of its clients was
+  non-finite, or its model evaluates to a non-finite test loss or accuracy.
+
+  A non-finite client sends nothing (`composer`'s non-finite policy), so an algorithm whose
+  every client was non-finite did not move; a model whose test loss is NaN has diverged even
+  if its clients' updates were finite (too large a learning rate, say). Raising here, after
+  the round's row was released but before its checkpoint, ends the run with the message.
+
+  Args:
+    last_checkpoint: `() -> the round of the latest checkpoint, or None`, for the message.
   """
 
+  def __init__(self, last_checkpoint=lambda: None):
+    self._last_checkpoint = last_checkpoint
+
+  def _resume_advice(self) -> str:
+    last = self._last_checkpoint()
+    if last is None:
+      return 'No checkpoint was written before it.'
+    return f'The last checkpoint is from after round {last - 1}.'
+
+  def _check_evaluation(self, round_num, runs, row) -> None:
+    for run in runs:
+      evaluation = row[run.name].get('eval')
+      if evaluation is None:
+        continue
+      values = (evaluation['loss'], evaluation['accuracy'])
+      if not all(math.isfinite(v) for v in values):
+        raise NonFiniteEvaluationError(
+            f'The model of {run.name} after {round_num} rounds evaluates to test loss '
+            f'{values[0]} and accuracy {values[1]}: it has diverged (lower the learning '
+            f'rate?). {self._resume_advice()} Pass --allow_nonfinite_rounds to go on '
+            'regardless.')
+
   def after_round(self, round_num, runs, row) -> None:
+    self._check_evaluation(round_num, runs, row)
     for run in runs:
       communication = row[run.name]['train'].get('communication', {})
       bad = int(communication.get('nonfinite_clients_total', 0))
@@ -73,8 +106,11 @@ class StopOnNonFiniteRound(loop.Hook):
         raise NonFiniteRoundError(
             f'Round {round_num}: every client of {run.name} ({bad}) returned non-finite values '
             '(NaN or Inf), so the model did not move; it has probably diverged (lower the '
-            'learning rate?). The last checkpoint is from before this round. Pass '
-            '--allow_nonfinite_rounds to go on regardless.')
+            f'learning rate?). {self._resume_advice()} Pass --allow_nonfinite_rounds to go '
+            'on regardless.')
+
+  def after_last_round(self, end_round, runs, row) -> None:
+    self._check_evaluation(end_round, runs, row)
 
 
 class ReleaseRows(loop.Hook):

@@ -33,6 +33,8 @@ import pathlib
 import re
 import tarfile
 import tempfile
+import zipfile
+import zlib
 
 import numpy as np
 import tensorflow as tf
@@ -40,6 +42,7 @@ import tensorflow_datasets as tfds
 import tensorflow_federated as tff
 
 IMAGE_DATASETS = {'mnist': (28, 28, 1), 'cifar10': (32, 32, 3), 'cifar100': (32, 32, 3)}
+NUM_CLASSES = {'mnist': 10, 'cifar10': 10, 'cifar100': 100}
 IMAGE_SOURCES = ('keras', 'tfds', 'npz', 'imagefolder')
 TEXT_SOURCES = ('tff', 'text')
 DEFAULT_CACHE_DIR = pathlib.Path.home() / '.cache' / 'tff_flare'
@@ -91,7 +94,8 @@ def load_images(name: str, source: str = 'keras', path: str | None = None,
     arrays = _load_imagefolder(_existing(path, source))
   else:
     raise DataSourceError(f'Unknown image source {source!r}; known: {list(IMAGE_SOURCES)}.')
-  _check_images(arrays, IMAGE_DATASETS[name], f'{name} from {source} {path or ""}'.strip())
+  _check_images(arrays, IMAGE_DATASETS[name], NUM_CLASSES[name],
+                f'{name} from {source} {path or ""}'.strip())
   return arrays
 
 
@@ -141,21 +145,36 @@ def _to_arrays(dataset: tf.data.Dataset) -> tuple[np.ndarray, np.ndarray]:
 
 def _load_npz(path: pathlib.Path) -> ImageArrays:
   try:
-    with np.load(path) as data:
+    data = np.load(path)
+    if not isinstance(data, np.lib.npyio.NpzFile):
+      raise DataSourceError(f'{path} holds one numpy array, not an .npz archive of the '
+                            'Keras-layout arrays x_train, y_train, x_test, y_test.')
+    with data:
       missing = {'x_train', 'y_train', 'x_test', 'y_test'} - set(data.files)
       if missing:
         raise DataSourceError(f'{path} lacks the Keras-layout arrays {sorted(missing)} '
                               f'(it has {data.files}).')
       x_train, x_test = data['x_train'], data['x_test']
       y_train, y_test = data['y_train'], data['y_test']
-  except (OSError, ValueError, EOFError) as e:
-    if isinstance(e, DataSourceError):
-      raise
-    raise DataSourceError(f'{path} is not a readable .npz file: {e}') from e
+  except DataSourceError:
+    raise
+  except ValueError as e:
+    if 'pickled' in str(e):  # What np.load says of a file that is no numpy format at all.
+      raise DataSourceError(f'{path} is not an .npz archive (not numpy\'s format at all: a '
+                            'text or other file?).') from e
+    raise DataSourceError(f'{path} is not a readable .npz file: {_one_line(e)}') from e
+  except (OSError, EOFError, zipfile.BadZipFile, zlib.error, KeyError) as e:
+    raise DataSourceError(f'{path} is not a readable .npz file (truncated or damaged? '
+                          f'{type(e).__name__}: {_one_line(e)})') from e
   if x_train.ndim == 3:  # Keras MNIST: [N, 28, 28] without the channel axis.
     x_train, x_test = x_train[..., None], x_test[..., None]
-  return ImageArrays(x_train, y_train.reshape(-1).astype(np.int64), x_test,
-                     y_test.reshape(-1).astype(np.int64))
+  return ImageArrays(x_train, y_train.reshape(-1), x_test, y_test.reshape(-1))
+
+
+def _one_line(error: BaseException) -> str:
+  """The message on one line, without TF's `{{function_node ...}}` and `[[node ...]]` text."""
+  text = re.sub(r'\{\{[^}]*\}\}|\[\[[^\]]*\]\]|\[Op:[^\]]*\]', '', str(error))
+  return ' '.join(text.split())[:300]
 
 
 IMAGEFOLDER_SHUFFLE_SEED = 0
@@ -211,7 +230,7 @@ def _read_imagefolder(root: pathlib.Path) -> ImageArrays:
       names = sorted((directory / name).iterdir())
       files += [str(f) for f in names]
       labels += [label] * len(names)
-    splits[split] = (_decode_images(files), np.asarray(labels, np.int64))
+    splits[split] = (_decode_images(files, directory), np.asarray(labels, np.int64))
   # Folders list the images class by class; a fixed shuffle gives the mixed order of the
   # binary releases / TFDS, so that contiguous client slices do not hold one or two classes.
   shuffled = []
@@ -222,23 +241,61 @@ def _read_imagefolder(root: pathlib.Path) -> ImageArrays:
   return ImageArrays(*shuffled)
 
 
-def _decode_images(files: list[str]) -> np.ndarray:
+def _decode_images(files: list[str], directory: pathlib.Path) -> np.ndarray:
+  if not files:
+    raise DataSourceError(f'{directory} holds no images (expected {directory}/<class>/<image '
+                          'file>, e.g. PNG or JPEG).')
   dataset = tf.data.Dataset.from_tensor_slices(files).map(
       lambda f: tf.io.decode_image(tf.io.read_file(f), expand_animations=False),
       num_parallel_calls=tf.data.AUTOTUNE)
   try:
     return np.stack(list(dataset.as_numpy_iterator()))
-  except (tf.errors.InvalidArgumentError, ValueError) as e:
-    raise DataSourceError(f'Could not decode the images under {os.path.dirname(files[0])}: '
-                          f'{e}') from e
+  except (tf.errors.OpError, ValueError) as e:
+    raise DataSourceError(_first_bad_image(files) or f'Could not decode the images under '
+                          f'{directory}: {_one_line(e)}') from e
 
 
-def _check_images(arrays: ImageArrays, shape: tuple[int, ...], what: str) -> None:
+def _first_bad_image(files: list[str]) -> str | None:
+  """The message for the first file that does not decode to an image of the others' shape."""
+  shape = None
+  for file in files:
+    try:
+      image = tf.io.decode_image(tf.io.read_file(file), expand_animations=False)
+    except (tf.errors.OpError, ValueError) as e:
+      return f'{file} is not a decodable image ({_one_line(e)}).'
+    if shape is None:
+      shape = image.shape
+    elif image.shape != shape:
+      return f'{file} is a {image.shape} image; the images before it are {shape}.'
+  return None
+
+
+def _check_images(arrays: ImageArrays, shape: tuple[int, ...], num_classes: int,
+                  what: str) -> None:
+  """Shapes, dtypes, finite pixels in [0, 255] and labels in [0, num_classes), per split."""
   for split in ('train', 'test'):
     x, y = getattr(arrays, f'x_{split}'), getattr(arrays, f'y_{split}')
-    if tuple(x.shape[1:]) != shape or len(x) != len(y):
+    if tuple(x.shape[1:]) != shape or len(x) != len(y) or y.ndim != 1:
       raise DataSourceError(f'{what}: {split} images have shape {x.shape} and labels '
                             f'{y.shape}; expected [N, {", ".join(map(str, shape))}] and [N].')
+    if not len(y):
+      raise DataSourceError(f'{what}: the {split} split is empty.')
+    if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
+      raise DataSourceError(f'{what}: {split} pixels are {x.dtype}, not numbers.')
+    if np.issubdtype(x.dtype, np.floating) and not np.all(np.isfinite(x)):
+      raise DataSourceError(f'{what}: {split} pixels hold NaN or Inf.')
+    if x.min() < 0 or x.max() > 255:
+      raise DataSourceError(f'{what}: {split} pixels range over [{x.min()}, {x.max()}]; '
+                            'expected 0..255 (uint8 images; the tasks scale them to [0, 1]).')
+    if not np.issubdtype(y.dtype, np.integer):
+      if not np.all(np.isfinite(y)) or not np.all(y == np.round(y)):
+        raise DataSourceError(f'{what}: {split} labels are not whole numbers.')
+    if y.min() < 0 or y.max() >= num_classes:
+      raise DataSourceError(f'{what}: {split} labels range over [{int(y.min())}, '
+                            f'{int(y.max())}]; the model has {num_classes} classes '
+                            f'(0..{num_classes - 1}).')
+  arrays.y_train = arrays.y_train.astype(np.int64)
+  arrays.y_test = arrays.y_test.astype(np.int64)
 
 
 # --- Shakespeare --------------------------------------------------------------------------

@@ -1,16 +1,13 @@
 """scikit-learn's 8x8 handwritten digits as federated client data (the embedded demo task).
 
 1,797 real digit images ship inside scikit-learn (`sklearn.datasets.load_digits`), so the
-demo needs no download. They are shuffled with a fixed seed, the last `test_fraction` held out,
-and the rest cut into `num_clients` contiguous, equal slices (the authors' split, `docs/faithfulness.md` R11).
+demo needs no download. They are shuffled with a fixed seed and the last `test_fraction` held
+out; the task registry cuts the rest into clients as it does every image task (by default
+`num_clients` contiguous, equal slices: the authors' split, `docs/faithfulness.md` R11).
 Pixels are scaled from [0, 16] to [0, 1].
 """
 
-import collections
-
 import numpy as np
-import tensorflow as tf
-import tensorflow_federated as tff
 
 FEATURE_SHAPE = (64,)
 
@@ -24,21 +21,3 @@ def load_arrays(seed: int = 0, test_fraction: float = 0.2):
   y = digits.target[order].astype(np.int32)[:, None]
   num_test = int(round(test_fraction * len(y)))
   return x[:-num_test], y[:-num_test], x[-num_test:], y[-num_test:]
-
-
-def federated_train_data(x: np.ndarray, y: np.ndarray, num_clients: int
-                         ) -> tff.simulation.datasets.ClientData:
-  """`num_clients` contiguous equal slices (remainder dropped), client ids 'client_0', ..."""
-  size = len(y) // num_clients
-  tensor_slices = collections.OrderedDict(
-      (f'client_{i}', collections.OrderedDict(x=x[i * size:(i + 1) * size],
-                                              y=y[i * size:(i + 1) * size]))
-      for i in range(num_clients))
-  return tff.simulation.datasets.TestClientData(tensor_slices)
-
-
-def preprocess(dataset: tf.data.Dataset, batch_size: int, epochs: int = 1) -> tf.data.Dataset:
-  """Repeats `epochs` times then batches (`batch_size <= 0`: the whole client as one batch)."""
-  if batch_size <= 0:
-    batch_size = 1 << 30
-  return dataset.repeat(epochs).batch(batch_size)

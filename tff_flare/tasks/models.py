@@ -8,9 +8,11 @@ Qn and Rn refer to `docs/faithfulness.md`.
   softmax's output (the authors' double softmax, Q4: a loss floor of log(1 + 9/e) = 1.4612).
   Kernels use `GlorotNormal(seed=0)`; `kernel_seeds='shared'` (default) reuses one seeded
   instance as the authors' code does under TF 2.14, `'per_layer'` seeds kernel i with i as
-  Keras 2.8 effectively did (neither recovers the authors' exact TF 2.8 weights).
+  Keras 2.8 effectively did (neither recovers the authors' exact TF 2.8 weights). Another
+  `seed` gives another initial model of the same kind.
 * `mnist_fc` (R12): 784 -> 4069 -> 4069 -> 4069 -> 10, no activations (a linear model,
-  Q5), unseeded Glorot-normal kernels, then a Softmax layer (36,356,525 parameters).
+  Q5), Glorot-normal kernels (unseeded as the authors', or seeded per layer), then a Softmax
+  layer (36,356,525 parameters).
 * `vgg` (R12): VGG11/16/19 for 32x32x3 images, 3x3 'same' convolutions, 2x2 max-pool
   after each block, no batch norm, Flatten -> Dense 4096 ReLU -> Dropout 0.5 -> Dense 4096
   ReLU -> Dropout 0.5 -> Dense classes softmax. VGG11 follows the authors: no activation
@@ -37,19 +39,21 @@ import tensorflow_federated as tff
 KerasBuilder = Callable[[], tf.keras.Model]
 
 
-def mnist_cnn(kernel_seeds: str = 'shared', double_softmax: bool = True) -> tf.keras.Model:
+def mnist_cnn(kernel_seeds: str = 'shared', double_softmax: bool = True,
+              seed: int = 0) -> tf.keras.Model:
   """The authors' MNIST CNN; input [B, 28, 28, 1] in [0, 1].
 
   Args:
     kernel_seeds: 'shared' or 'per_layer' (see the module docstring).
     double_softmax: keep the authors' second Softmax layer (Q4); False gives the plain
       softmax classifier (which needs a re-tuned learning rate).
+    seed: the GlorotNormal seed (the authors': 0); 'per_layer' seeds kernel i with seed + i.
   """
   if kernel_seeds == 'shared':
-    shared = tf.keras.initializers.GlorotNormal(seed=0)
+    shared = tf.keras.initializers.GlorotNormal(seed=seed)
     initializers = [shared] * 4
   elif kernel_seeds == 'per_layer':
-    initializers = [tf.keras.initializers.GlorotNormal(seed=i) for i in range(4)]
+    initializers = [tf.keras.initializers.GlorotNormal(seed=seed + i) for i in range(4)]
   else:
     raise ValueError(f"kernel_seeds must be 'shared' or 'per_layer', got {kernel_seeds!r}.")
   layers = tf.keras.layers
@@ -65,13 +69,21 @@ def mnist_cnn(kernel_seeds: str = 'shared', double_softmax: bool = True) -> tf.k
   ] + ([layers.Softmax()] if double_softmax else []))
 
 
-def mnist_fc(width: int = 4069) -> tf.keras.Model:
-  """The authors' linear FC network; input [B, 784] in [0, 1]."""
+def mnist_fc(width: int = 4069, seed=None) -> tf.keras.Model:
+  """The authors' linear FC network; input [B, 784] in [0, 1].
+
+  Args:
+    width: the hidden widths (the authors' 4069).
+    seed: None for unseeded Glorot-normal kernels (the authors', Q6), else layer i is seeded
+      with seed + i.
+  """
   layers = tf.keras.layers
   return tf.keras.Sequential(
       [layers.Input(shape=(784,))] +
-      [layers.Dense(width, kernel_initializer='glorot_normal') for _ in range(3)] +
-      [layers.Dense(10, kernel_initializer='glorot_normal'), layers.Softmax()])
+      [layers.Dense(width, kernel_initializer=_kernel_initializer('GlorotNormal', seed, i))
+       for i in range(3)] +
+      [layers.Dense(10, kernel_initializer=_kernel_initializer('GlorotNormal', seed, 3)),
+       layers.Softmax()])
 
 
 VGG_BLOCKS = {

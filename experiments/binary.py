@@ -1,0 +1,89 @@
+"""What every binary of `experiments/` shares: one-line errors, one exit status per kind.
+
+  binary.run(main)        # instead of absl's app.run(main)
+
+* A flag error prints one line (`error: ...`) and exits 2, before any work.
+* An exception of a kind in `EXIT_STATUS`, raised by `main`, prints `error: <message>` as one
+  line and exits with its status: 2 bad input (flags, data, a configuration that does not
+  fit the run directory), 3 a TFF worker unreachable, 4 non-finite training or evaluation.
+* TFF's local context prints an ignored `AttributeError` from `ServiceManager.__del__` at
+  every interpreter exit (its `subprocess` module is already gone); a binary mutes that one
+  message (`cleanup.mute_tff_shutdown_noise`).
+* Ctrl-C exits 130 with a line (`cleanup.install_process_cleanup`, which `main` calls with
+  the resume advice); during the imports before it, `experiments/__init__.py` does the same.
+"""
+
+import sys
+from collections.abc import Callable
+
+from absl import app
+from absl import flags
+
+from tff_flare.execution import cleanup
+from tff_flare.execution import remote
+from tff_flare.experiment import config as config_lib
+from tff_flare.simulation import hooks
+from tff_flare.tasks import data_sources
+
+BAD_INPUT, WORKER_UNAVAILABLE, NON_FINITE, INTERRUPTED = 2, 3, 4, 130
+
+
+class BadInput(Exception):
+  """A binary's own bad input (a missing run directory for the plot, say): exit 2."""
+
+
+# The one mapping of errors to exit statuses (first match wins).
+EXIT_STATUS = (
+    (BadInput, BAD_INPUT),
+    (config_lib.ConfigError, BAD_INPUT),
+    (data_sources.DataSourceError, BAD_INPUT),
+    (remote.WorkerUnavailableError, WORKER_UNAVAILABLE),
+    (hooks.NonFiniteRoundError, NON_FINITE),
+    (hooks.NonFiniteEvaluationError, NON_FINITE),
+)
+
+
+def one_line(error: BaseException) -> str:
+  """The error's message on one line (TF's node text and tracebacks cut)."""
+  text = ' '.join(str(error).split())
+  for cut in (' Detected at node', ' [[{{node', ' Traceback'):
+    if cut in text:
+      text = text[:text.index(cut)]
+  return text or type(error).__name__
+
+
+def exit_status(error: BaseException) -> int | None:
+  for kind, status in EXIT_STATUS:
+    if isinstance(error, kind):
+      return status
+  return None
+
+
+def report(error: BaseException) -> int:
+  """Prints `error: <message>` on stderr; returns its exit status (re-raises unknown ones)."""
+  status = exit_status(error)
+  if status is None:
+    raise error
+  print(f'error: {one_line(error)}', file=sys.stderr, flush=True)
+  return status
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    print(f'error: {one_line(e)} (--helpfull lists the flags)', file=sys.stderr, flush=True)
+    sys.exit(BAD_INPUT)
+
+
+def run(main: Callable[[list[str]], int | None]) -> None:
+  """`app.run(main)` with this module's error handling (see the module docstring)."""
+  cleanup.mute_tff_shutdown_noise()
+
+  def main_with_statuses(argv):
+    try:
+      return main(argv)
+    except Exception as e:  # pylint: disable=broad-except
+      return report(e)
+
+  app.run(main_with_statuses, flags_parser=_parse_flags)

@@ -1,0 +1,344 @@
+"""The papers' figures and tables as runs (`experiments/reproduce.py` runs them).
+
+Every figure is a `figures.Figure`: its runs (the commands, by their flags) and a summary
+that makes its PNG, its tables and its section of `experiments/results/README.md` from what
+the runs wrote. Runs use the authors' MNIST offline (`../shared/datasets/mnist.npz`, the
+Keras arrays) and CIFAR-10 (`../shared/datasets/cifar10_imagefolder.tar.gz`).
+
+Figures (the issue's order of importance):
+  fixed_cnn_learning_rate   the fixed CNN's learning rate (FedAvg, FLARE; 4 rates, 50 rounds)
+  sparsity_cnn3             accuracy against R (0.0001 ... 0.1 %), CNN 3 of 10, 3 seeds
+  initialization_cnn3       3 initial models of the CNN, and the fixed CNN, at R = 0.001 %
+  local_epochs_cnn3         E = 4 and 8 at R = 0.001 %, CNN 3 of 10
+  class_imbalance_cnn       the CNN on class-imbalanced clients (our definition)
+  masking_grid_100rounds    the masking grid's other 8 cells to 100 rounds
+  masking_batch_sweep       survival against accuracy from batch 32 to the full batch (IID)
+  fc3_1000rounds            the FC, 3 of 10, to the authors' 1,000 rounds; and R = 0.0001 %
+"""
+
+import collections
+import csv
+import json
+import pathlib
+import statistics
+
+import matplotlib
+
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from experiments import figures  # pylint: disable=g-bad-import-order,wrong-import-position
+from experiments import masking_tables  # pylint: disable=wrong-import-position
+from experiments import plot  # pylint: disable=wrong-import-position
+
+MNIST = dict(source='npz', data_path='../shared/datasets/mnist.npz')
+CIFAR10 = dict(source='imagefolder', data_path='../shared/datasets/cifar10_imagefolder.tar.gz')
+CNN3 = dict(preset='cnn_unavailable_3', **MNIST)
+SEEDS = (0, 1, 2)
+# The committed runs of `cnn_unavailable_3` at R = 0.001 % (commit c9abb2b; EF21 with the
+# dense state was then called `ef21`).
+CNN3_SEEDS = {f'seed{s}': f'experiments/results/mnist_cnn_3of10_seeds/seed{s}' for s in SEEDS}
+CNN3_1001 = {f'rounds1001_seed{s}': f'experiments/results/mnist_cnn_3of10_seeds/rounds1001_seed{s}'
+             for s in (0, 1)}
+RENAME = {'ef21': 'ef21_dense'}
+
+
+def _curves(path: pathlib.Path) -> dict:
+  curves = plot.read_curves(path / 'metrics.csv')
+  return {RENAME.get(name, name): curve for name, curve in curves.items()}
+
+
+def _run_curves(figure: figures.Figure, folder: pathlib.Path) -> dict:
+  """`{run name: curves}` of the figure's runs with rounds (and its external runs)."""
+  result = collections.OrderedDict()
+  for run in figure.runs:
+    if (folder / run.name / 'metrics.csv').exists():
+      result[run.name] = _curves(folder / run.name)
+  for name, path in figure.external.items():
+    result[name] = _curves(figures.ROOT / path)
+  return result
+
+
+def _at(curve, round_num):
+  return curve['accuracy'][curve['round'].index(round_num)] if round_num in curve['round'] else None
+
+
+def _cell(values) -> str:
+  values = [v for v in values if v is not None]
+  if not values:
+    return '-'
+  if len(values) == 1:
+    return f'{values[0]:.4f} (1)'
+  return f'{statistics.mean(values):.4f} [{min(values):.4f}, {max(values):.4f}] ({len(values)})'
+
+
+def _commands(figure: figures.Figure) -> str:
+  lines = [' '.join(['python'] + figures.command(figure, run)[1:]) for run in figure.runs]
+  return ('Commands (`python -m experiments.reproduce --figures=' + figure.name +
+          '` runs them, one core each):\n\n```\n' + '\n'.join(lines) + '\n```\n')
+
+
+# ---------------------------------------------------------------------------------------------
+# The fixed CNN's learning rate.
+
+_FIXED_RATES = (0.01, 0.03, 0.1, 0.215)
+
+
+def _summarize_fixed_rate(figure, folder) -> str:
+  runs = _run_curves(figure, folder)
+  fig, ax = plt.subplots(figsize=(7, 4.5))
+  lines = ['| learning rate | ' + ' | '.join(plot.PAPER_NAMES[a] for a in ('fedavg', 'flare'))
+           + ' |', '|---:|---:|---:|']
+  for name, curves in runs.items():
+    rate = name.split('_', 1)[1]
+    cells = []
+    for algorithm, style in (('fedavg', '-'), ('flare', '--')):
+      curve = curves[algorithm]
+      ax.plot(curve['round'], curve['accuracy'], style, label=f'{plot.PAPER_NAMES[algorithm]}, lr {rate}')
+      cells.append(f'{curve["accuracy"][-1]:.4f}')
+    lines.append(f'| {rate} | ' + ' | '.join(cells) + ' |')
+  ax.set_xlabel('round')
+  ax.set_ylabel('test accuracy')
+  ax.set_title('Fixed CNN (one softmax), 3 of 10 clients: learning rate')
+  ax.legend(fontsize=7)
+  ax.grid(alpha=0.3)
+  fig.tight_layout()
+  fig.savefig(folder / 'learning_rate.png', dpi=100)
+  plt.close(fig)
+  table = '\n'.join(lines)
+  (folder / 'learning_rate.md').write_text(table + '\n')
+  return (f'### {figure.title}\n\nTest accuracy after the last round '
+          f'(`learning_rate.png`):\n\n{table}\n\n{_commands(figure)}')
+
+
+FIXED_CNN_LEARNING_RATE = figures.Figure(
+    name='fixed_cnn_learning_rate',
+    title='The fixed CNN (no double softmax): which learning rate trains it',
+    runs=tuple(figures.Run(f'lr_{rate}', dict(
+        CNN3, algorithms='flare,fedavg', seed=0, double_softmax=False, learning_rate=rate),
+        rounds=50) for rate in _FIXED_RATES),
+    summarize=_summarize_fixed_rate)
+
+# ---------------------------------------------------------------------------------------------
+# Accuracy against sparsity.
+
+_SPARSITIES = (0.0001, 0.01, 0.1)  # R = 0.001 % is committed (CNN3_SEEDS, CNN3_1001).
+
+
+def _sparsity_runs():
+  runs = []
+  for keep_percent in _SPARSITIES:
+    for seed in SEEDS:
+      if seed == 0:  # Seed 0 to the authors' 1,001 rounds for FLARE and EC.
+        runs.append(figures.Run(f'R{keep_percent}_seed0', dict(
+            CNN3, algorithms='flare,ec', seed=0, keep_percent=keep_percent), rounds=1001,
+            cost_key=f'flare,ec R{keep_percent}'))
+        runs.append(figures.Run(f'R{keep_percent}_seed0_ef21', dict(
+            CNN3, algorithms='ef21_dense', seed=0, keep_percent=keep_percent), rounds=300))
+      else:
+        runs.append(figures.Run(f'R{keep_percent}_seed{seed}', dict(
+            CNN3, algorithms='flare,ec,ef21_dense', seed=seed, keep_percent=keep_percent),
+            rounds=300))
+  return tuple(runs)
+
+
+def _keep_percent_of(name: str) -> float:
+  if name.startswith('R'):
+    return float(name[1:].split('_')[0])
+  return 0.001
+
+
+def _summarize_sparsity(figure, folder) -> str:
+  runs = _run_curves(figure, folder)
+  points = collections.defaultdict(lambda: collections.defaultdict(list))
+  fedavg = collections.defaultdict(list)
+  for name, curves in runs.items():
+    keep_percent = _keep_percent_of(name)
+    for algorithm, curve in curves.items():
+      if algorithm == 'fedavg':
+        for r in (100, 300, 1000):
+          if _at(curve, r) is not None:
+            fedavg[r].append(_at(curve, r))
+        continue
+      for r in (100, 300, 1000):
+        if _at(curve, r) is not None:
+          points[(algorithm, r)][keep_percent].append(_at(curve, r))
+  algorithms = ('flare', 'ec', 'ef21_dense')
+  fig, axes = plt.subplots(1, 3, figsize=(16, 4.5), sharey=True)
+  for ax, r in zip(axes, (100, 300, 1000)):
+    for algorithm in algorithms:
+      by_r = points.get((algorithm, r), {})
+      xs = sorted(by_r)
+      if not xs:
+        continue
+      means = [statistics.mean(by_r[x]) for x in xs]
+      color = plot._COLORS.get(algorithm)  # pylint: disable=protected-access
+      ax.plot(xs, means, 'o-', color=color, label=plot.PAPER_NAMES[algorithm])
+      ax.fill_between(xs, [min(by_r[x]) for x in xs], [max(by_r[x]) for x in xs],
+                      color=color, alpha=0.2)
+    if fedavg.get(r):
+      ax.axhspan(min(fedavg[r]), max(fedavg[r]), color='gray', alpha=0.25,
+                 label=f'FedAvg ({len(fedavg[r])} seeds; no R)')
+    ax.set_xscale('log')
+    ax.set_xlabel('R, % of each tensor sent (log scale)')
+    ax.set_title(f'after {r} rounds')
+    ax.grid(alpha=0.3)
+  axes[0].set_ylabel('test accuracy (mean; band: min-max over seeds)')
+  axes[0].legend(fontsize=8)
+  fig.suptitle('MNIST CNN, 3 of 10 clients: accuracy against sparsity')
+  fig.tight_layout()
+  fig.savefig(folder / 'accuracy_vs_sparsity.png', dpi=100)
+  plt.close(fig)
+  lines = ['| R (%) | algorithm | round 100 | round 300 | round 1000 |',
+           '|---:|---|---:|---:|---:|']
+  for keep_percent in sorted({k for (_, _), by_r in points.items() for k in by_r}):
+    for algorithm in algorithms:
+      cells = [_cell(points.get((algorithm, r), {}).get(keep_percent, [])) for r in
+               (100, 300, 1000)]
+      lines.append(f'| {keep_percent} | {plot.PAPER_NAMES[algorithm]} | ' + ' | '.join(cells) +
+                   ' |')
+  lines.append('| - | FedAvg | ' + ' | '.join(_cell(fedavg.get(r, [])) for r in (100, 300, 1000))
+               + ' |')
+  table = '\n'.join(lines)
+  (folder / 'accuracy_vs_sparsity.md').write_text(table + '\n')
+  return (f'### {figure.title}\n\nTest accuracy, mean [min, max] (seeds), at rounds 100, 300 '
+          f'and 1,000 (`accuracy_vs_sparsity.png`; R = 0.001 % from the committed '
+          f'`mnist_cnn_3of10_seeds/` runs, FedAvg from their seeds):\n\n{table}\n\n'
+          f'{_commands(figure)}')
+
+
+SPARSITY_CNN3 = figures.Figure(
+    name='sparsity_cnn3',
+    title='Accuracy against sparsity R: MNIST CNN, 3 of 10 clients',
+    runs=_sparsity_runs(), summarize=_summarize_sparsity,
+    external=dict(**CNN3_SEEDS, **CNN3_1001))
+
+# ---------------------------------------------------------------------------------------------
+# Initialization: other initial models of the CNN, and the fixed CNN.
+
+_MODEL_SEEDS = (1, 2, 3)  # 0 is the authors' GlorotNormal(seed=0).
+
+
+def _summarize_seed_groups(groups: dict, figure, folder, table_rounds) -> str:
+  """One seeds figure and table (plot --seeds) per group of runs."""
+  runs = _run_curves(figure, folder)
+  parts = [f'### {figure.title}\n']
+  for group, (names, title) in groups.items():
+    present = [n for n in names if n in runs]
+    if not present:
+      continue
+    curves = collections.OrderedDict()
+    for name in present:
+      for algorithm, curve in runs[name].items():
+        curves.setdefault(algorithm, []).append(curve)
+    plot.plot_seeds(curves, str(folder / f'{group}.png'), title)
+    table = plot.seed_table(curves, table_rounds) + '\n' + plot.seed_orderings(curves)
+    (folder / f'{group}.md').write_text(table)
+    parts.append(f'**{title}** ({", ".join(present)}; `{group}.png`):\n\n{table}')
+  parts.append(_commands(figure))
+  return '\n'.join(parts)
+
+
+INITIALIZATION_CNN3 = figures.Figure(
+    name='initialization_cnn3',
+    title='Initialization: other initial CNNs, and the fixed CNN (R = 0.001 %, 3 of 10)',
+    runs=tuple(
+        [figures.Run(f'model_seed{m}', dict(CNN3, algorithms='flare,ec,fedavg', seed=0,
+                                            model_seed=m), rounds=300) for m in _MODEL_SEEDS] +
+        [figures.Run(f'fixed_cnn_seed{s}', dict(CNN3, algorithms='flare,ec,fedavg', seed=s,
+                                                double_softmax=False), rounds=300)
+         for s in SEEDS]),
+    summarize=lambda figure, folder: _summarize_seed_groups(collections.OrderedDict(
+        model_seeds=([f'model_seed{m}' for m in _MODEL_SEEDS] + ['seed0'],
+                     "CNN, 4 initial models (model seed 0 = the authors'), one client stream"),
+        fixed_cnn=([f'fixed_cnn_seed{s}' for s in SEEDS],
+                   'Fixed CNN (one softmax), 3 client streams')), figure, folder,
+        [100, 200, 300]),
+    external=dict(seed0=CNN3_SEEDS['seed0']))
+
+# ---------------------------------------------------------------------------------------------
+# Local epochs and class imbalance.
+
+LOCAL_EPOCHS_CNN3 = figures.Figure(
+    name='local_epochs_cnn3',
+    title='Local epochs E = 1, 4, 8 at R = 0.001 %: MNIST CNN, 3 of 10 clients',
+    runs=tuple(figures.Run(f'E{e}_seed0', dict(CNN3, algorithms='flare,ec,fedavg', seed=0,
+                                               local_epochs=e), rounds=300) for e in (4, 8)),
+    summarize=lambda figure, folder: _summarize_seed_groups(collections.OrderedDict(
+        (f'E{e}', ([f'E{e}_seed0'], f'E = {e}, seed 0')) for e in (1, 4, 8)), figure, folder,
+        [100, 200, 300]),
+    external=dict(E1_seed0=CNN3_SEEDS['seed0']))
+
+CLASS_IMBALANCE_CNN = figures.Figure(
+    name='class_imbalance_cnn',
+    title='Class imbalance (our definition: 80 % one class per client): MNIST CNN, 10 clients',
+    runs=(figures.Run('seed0', dict(preset='cnn_class_imbalance', **MNIST,
+                                    algorithms='flare,ec,ef21_dense,fedavg', seed=0),
+                      rounds=300),),
+    summarize=lambda figure, folder: _summarize_seed_groups(collections.OrderedDict(
+        curves=(['seed0'], 'Class imbalance, seed 0')), figure, folder, [100, 200, 300]))
+
+# ---------------------------------------------------------------------------------------------
+# Update masking.
+
+_MASKING = dict(CIFAR10, algorithms='mask_none', eval_every=5, num_mask_draws=2,
+                momentum=0.9, keep_probability=0.5, seed=0)
+_MINIBATCH = dict(batch_size=32, local_epochs=1, learning_rate=0.02)
+_FULLBATCH = dict(batch_size=0, local_epochs=2, learning_rate=0.05)
+_DONE_CELLS = ('minibatch_iid', 'minibatch_dir0.1', 'minibatch_qskew100', 'fullbatch_iid')
+
+
+def _masking_cell(local: str, partition: str) -> figures.Run:
+  flags = dict(_MASKING, **(_MINIBATCH if local == 'minibatch' else _FULLBATCH),
+               **masking_tables.partition_flags(partition))
+  return figures.Run(f'{local}_{partition}', flags, rounds=100,
+                     binary='experiments.run_masking')
+
+
+def _summarize_masking(figure, folder) -> str:
+  cells = [folder / run.name for run in figure.runs if (folder / run.name / 'summary.json').exists()]
+  cells += [figures.ROOT / path for path in figure.external.values()]
+  table = masking_tables.write_table(cells, folder)
+  return (f'### {figure.title}\n\n{table}\n`survival_vs_accuracy.png`, `survival_curves.png`; '
+          f'the cells already at 100 rounds are those of `masking_100rounds/`.\n\n'
+          f'{_commands(figure)}')
+
+
+MASKING_GRID_100ROUNDS = figures.Figure(
+    name='masking_grid_100rounds',
+    title='Update masking, the whole grid at 100 rounds (mask_none: S measured on the deltas)',
+    runs=tuple(_masking_cell(local, partition)
+               for local in ('minibatch', 'fullbatch')
+               for partition in ('iid', 'dir100', 'dir1', 'dir0.5', 'dir0.1', 'qskew100')
+               if f'{local}_{partition}' not in _DONE_CELLS),
+    summarize=_summarize_masking,
+    external={cell: f'experiments/results/masking_100rounds/cells/{cell}' for cell in _DONE_CELLS})
+
+MASKING_BATCH_SWEEP = figures.Figure(
+    name='masking_batch_sweep',
+    title='Update masking on IID data: batch 32 to the full batch (one epoch, lr 0.02)',
+    runs=tuple(figures.Run(f'batch{batch}', dict(_MASKING, batch_size=batch, local_epochs=1,
+                                                  learning_rate=0.02, partition='iid'),
+                           rounds=100, binary='experiments.run_masking')
+               for batch in (32, 64, 128, 256, 0)),
+    summarize=_summarize_masking)
+
+# ---------------------------------------------------------------------------------------------
+# The FC to 1,000 rounds.
+
+FC3_1000ROUNDS = figures.Figure(
+    name='fc3_1000rounds',
+    title='MNIST FC, 3 of 10 clients: to the authors\' 1,000 rounds, and R = 0.0001 %',
+    runs=(figures.Run('R0.001', dict(preset='fc_unavailable_3', **MNIST,
+                                     algorithms='flare,ec,ef21_dense,fedavg', seed=0,
+                                     client_state_storage='disk'), rounds=1001),
+          figures.Run('R0.0001', dict(preset='fc_unavailable_3', **MNIST,
+                                      algorithms='flare,ec,ef21_dense', seed=0,
+                                      keep_percent=0.0001, client_state_storage='disk'),
+                      rounds=300)),
+    summarize=lambda figure, folder: _summarize_seed_groups(collections.OrderedDict(
+        R0_001=(['R0.001'], 'FC, R = 0.001 %'), R0_0001=(['R0.0001'], 'FC, R = 0.0001 %')),
+        figure, folder, [100, 200, 300, 500, 1000]))
+
+FIGURES = (FIXED_CNN_LEARNING_RATE, SPARSITY_CNN3, INITIALIZATION_CNN3, LOCAL_EPOCHS_CNN3,
+           CLASS_IMBALANCE_CNN, MASKING_GRID_100ROUNDS, MASKING_BATCH_SWEEP, FC3_1000ROUNDS)

@@ -1,0 +1,87 @@
+"""Tests of `experiments.binary`: every binary's bad flag, and one run per exit status.
+
+These start fresh interpreters (what a user meets is the whole program); the messages
+themselves are checked in-process by the tests of the modules that raise them.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import tensorflow as tf
+
+from experiments import binary
+from tff_flare.experiment import config as config_lib
+from tff_flare.simulation import hooks
+
+BINARIES = ('run_experiment', 'run_masking', 'run_masking_grid', 'demo', 'plot', 'reproduce',
+            'worker')
+
+
+def _start(module: str, *args: str) -> subprocess.Popen:
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+  return subprocess.Popen([sys.executable, '-m', f'experiments.{module}', *args], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(process: subprocess.Popen, timeout_s: float = 300) -> tuple[int, str, str]:
+  stdout, stderr = process.communicate(timeout=timeout_s)
+  return process.returncode, stdout, stderr
+
+
+class BinaryTest(tf.test.TestCase):
+
+  def assert_one_line(self, stderr: str, status: int, expected_status: int, start: str):
+    self.assertEqual(status, expected_status, stderr[-2000:])
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    self.assertLen(lines, 1, stderr[-2000:])
+    self.assertStartsWith(lines[0], start)
+    self.assertNotIn('Traceback', stderr)
+    self.assertNotIn('Exception ignored', stderr)
+
+  def test_every_binary_refuses_a_bad_flag_in_one_line(self):
+    processes = {name: _start(name, '--no_such_flag=1') for name in BINARIES}
+    for name, process in processes.items():
+      status, _, stderr = _finish(process)
+      self.assert_one_line(stderr, status, 2, 'error: ')
+      self.assertIn('no_such_flag', stderr, name)
+
+  def test_one_run_per_exit_status(self):
+    out = self.get_temp_dir()
+    digits = ['--task=digits_demo', '--clients_per_round=3', '--execution=inprocess']
+    runs = {
+        2: _start('run_experiment', *digits, '--seed=-1', f'--output_dir={out}/bad'),
+        3: _start('run_experiment', '--task=digits_demo', '--execution=remote',
+                  '--workers=localhost:1', '--worker_timeout_s=1', f'--output_dir={out}/gone'),
+        4: _start('run_experiment', *digits, '--algorithms=fedavg', '--rounds=1',
+                  '--learning_rate=1e38', f'--output_dir={out}/huge'),
+    }
+    messages = {2: 'error: seed must be an int >= 0, got -1',
+                3: 'error: TFF worker localhost:1: no worker answers',
+                4: 'error: The model of fedavg after 1 rounds evaluates to test loss nan'}
+    for expected, process in runs.items():
+      status, _, stderr = _finish(process)
+      self.assert_one_line(stderr, status, expected, messages[expected])
+
+  def test_ctrl_c_while_starting_is_one_line(self):
+    process = _start('run_experiment', f'--output_dir={self.get_temp_dir()}/interrupted')
+    time.sleep(1.5)  # Python is up; TensorFlow's import takes seconds more.
+    process.send_signal(signal.SIGINT)
+    status, _, stderr = _finish(process, 120)
+    self.assert_one_line(stderr, status, 130, 'Interrupted')
+
+
+class ExitStatusTest(tf.test.TestCase):
+
+  def test_the_mapping(self):
+    self.assertEqual(binary.exit_status(config_lib.ConfigError('x')), 2)
+    self.assertEqual(binary.exit_status(hooks.NonFiniteEvaluationError('x')), 4)
+    self.assertIsNone(binary.exit_status(RuntimeError('a bug keeps its traceback')))
+    self.assertEqual(binary.one_line(ValueError('two\nlines Detected at node x\n y')),
+                     'two lines')
+
+
+if __name__ == '__main__':
+  tf.test.main()
