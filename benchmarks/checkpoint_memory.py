@@ -33,7 +33,7 @@ from tff_flare.execution import cleanup
 from tff_flare.simulation import checkpoints as checkpoints_lib
 from tff_flare.simulation import client_state
 from tff_flare.tasks import models
-from tff_flare.algorithms import composer
+from tff_flare.algorithms import model_facts
 
 _CLIENTS = flags.DEFINE_integer('clients', 10, 'Clients with a state.', lower_bound=1)
 _LAYOUTS = flags.DEFINE_list('layouts', ['program_state', 'files'], 'Layouts to measure.')
@@ -56,8 +56,8 @@ def _rss_gb() -> float:
 
 
 def _run_child(layout: str, phase: str, directory: str) -> dict:
-  shapes = [tuple(s.shape) for s in composer.trainable_specs(
-      models.tff_model_fn(models.mnist_fc, (784,)))]
+  shapes = [tuple(s.shape) for s in model_facts.model_facts(
+      models.tff_model_fn(models.mnist_fc, (784,))).specs]
   store = client_state.ClientStateStore(lambda: collections.OrderedDict(
       accumulator=[np.zeros(s, np.float32) for s in shapes]))
   ids = [f'c{i}' for i in range(_CLIENTS.value)]

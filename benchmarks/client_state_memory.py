@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from tff_flare.simulation import client_state
 from tff_flare.tasks import models
-from tff_flare.algorithms import composer
+from tff_flare.algorithms import model_facts
 from tff_flare.execution import cleanup
 
 _CLIENTS = flags.DEFINE_integer('clients', 100, 'Clients with a state.', lower_bound=1)
@@ -40,7 +40,7 @@ _DIRECTORY = flags.DEFINE_string('directory', None, 'Where the disk store writes
 
 
 def _fc_shapes() -> list[tuple[int, ...]]:
-  specs = composer.trainable_specs(models.tff_model_fn(models.mnist_fc, (784,)))
+  specs = model_facts.model_facts(models.tff_model_fn(models.mnist_fc, (784,))).specs
   return [tuple(s.shape) for s in specs]
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from absl import app
 from absl import flags
+from absl import logging
 
 from tff_flare.execution import cleanup
 from tff_flare.execution import remote
@@ -81,6 +82,8 @@ def run(main: Callable[[list[str]], int | None]) -> None:
   cleanup.mute_tff_shutdown_noise()
 
   def main_with_statuses(argv):
+    if not flags.FLAGS['verbosity'].present:  # TFF's and Keras's INFO lines are noise here.
+      logging.set_verbosity(logging.WARNING)
     try:
       return main(argv)
     except Exception as e:  # pylint: disable=broad-except

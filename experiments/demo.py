@@ -22,20 +22,16 @@ from absl import flags
 import numpy as np
 
 from experiments import binary
-from experiments import execution_flags
+from experiments import config_flags
 from tff_flare.execution import cleanup
 from tff_flare.experiment import config as config_lib
 from tff_flare.experiment import runner
 
-_ROUNDS = flags.DEFINE_integer('rounds', 40, 'Rounds of training.')
-_NUM_CLIENTS = flags.DEFINE_integer('num_clients', 10, 'Clients (all take part every round).')
-_KEEP_PERCENT = flags.DEFINE_float('keep_percent', 0.001,
-                                   'R: percent of each tensor\'s entries a client sends.')
-_TAU = flags.DEFINE_float('tau', 0.05, 'FLARE\'s TAU (L1 pull strength before decay).')
-_TAU_DECAY = flags.DEFINE_float('tau_decay', 1.1, 'c: round r uses TAU / c**(r+1).')
-_LEARNING_RATE = flags.DEFINE_float('learning_rate', 0.5, 'Client SGD learning rate.')
-_SEED = flags.DEFINE_integer('seed', 0, 'Seed of the data shuffle and the model init.')
-_EVAL_EVERY = flags.DEFINE_integer('eval_every', 10, 'Evaluate every this many rounds.')
+# The demo's own defaults; defaults and help otherwise those of the configuration's fields.
+_FLAGS = config_flags.define(
+    ('rounds', 'num_clients', 'keep_percent', 'tau', 'tau_decay', 'learning_rate', 'seed',
+     'eval_every') + config_flags.EXECUTION_FIELDS,
+    defaults=dict(rounds=40, num_clients=10, learning_rate=0.5))
 _OUTPUT_DIR = flags.DEFINE_string('output_dir', None, 'Keep the run here (default: a '
                                   'temporary directory, removed at the end).')
 
@@ -44,12 +40,10 @@ NAMES = {'flare': 'FLARE', 'ec': 'EC', 'fedavg': 'FedAvg'}
 
 def demo_config(output_dir: str) -> config_lib.ExperimentConfig:
   """The demo's experiment: one full-batch step of plain SGD per client per round."""
+  values = config_flags.values(_FLAGS)
   return config_lib.ExperimentConfig(
       output_dir=output_dir, task='digits_demo', algorithms=tuple(NAMES),
-      rounds=_ROUNDS.value, num_clients=_NUM_CLIENTS.value, keep_percent=_KEEP_PERCENT.value,
-      tau=_TAU.value, tau_decay=_TAU_DECAY.value, learning_rate=_LEARNING_RATE.value,
-      seed=_SEED.value, eval_every=_EVAL_EVERY.value, checkpoint_every=max(1, _ROUNDS.value),
-      **execution_flags.config_fields())
+      checkpoint_every=max(1, values['rounds']), **values)
 
 
 def summarize(metrics_csv: pathlib.Path, summary: dict) -> str:
@@ -78,8 +72,10 @@ def main(argv):
     start = time.perf_counter()
     summary = runner.run_experiment(demo_config(output_dir),
                                     log=lambda line: print(line, flush=True))
-    print(f'\n{_ROUNDS.value} rounds, {_NUM_CLIENTS.value} clients, R={_KEEP_PERCENT.value}% '
-          f'({time.perf_counter() - start:.0f} s, {summary["config"]["execution"]})')
+    config = summary['config']
+    print(f'\n{config["rounds"]} rounds, {config["num_clients"]} clients, '
+          f'R={config["keep_percent"]}% ({time.perf_counter() - start:.0f} s, '
+          f'{config["execution"]})')
     print(summarize(pathlib.Path(output_dir) / 'metrics.csv', summary))
   return 0
 

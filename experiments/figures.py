@@ -124,11 +124,14 @@ def _flag_args(flags: Mapping[str, object]) -> list[str]:
 ONE_CORE = ('--execution=inprocess', '--client_threads=1')
 
 
-def command(figure: Figure, run: Run, execution_args: Sequence[str] = ONE_CORE) -> list[str]:
-  """The command line of `run` (paths relative to the root it starts in)."""
+def command(figure: Figure, run: Run, execution_args: Sequence[str] = ONE_CORE,
+            until_round: Optional[int] = None) -> list[str]:
+  """The command line of `run` (paths relative to the root it starts in), to its planned
+  rounds or, in pieces, to `until_round` where that is fewer."""
   output_dir = figure.run_dir(pathlib.Path('.'), run)
+  rounds = run.rounds if until_round is None else min(run.rounds, until_round)
   return ([sys.executable, '-m', run.binary] + _flag_args(run.flags) +
-          [f'--rounds={run.rounds}', f'--output_dir={output_dir}'] + list(execution_args))
+          [f'--rounds={rounds}', f'--output_dir={output_dir}'] + list(execution_args))
 
 
 def rounds_done(run_dir: pathlib.Path) -> int:
@@ -295,8 +298,10 @@ def _last_line(path: pathlib.Path) -> str:
 
 def execute(runs: Sequence[tuple[Figure, Run]], jobs: int = 1, root: pathlib.Path = ROOT,
             log: Callable[[str], object] = print, pin: bool = True,
-            execution_args: Sequence[str] = ONE_CORE) -> int:
-  """Runs the unfinished `runs`, `jobs` at a time (each pinned to a core with `pin`).
+            execution_args: Sequence[str] = ONE_CORE,
+            until_round: Optional[int] = None) -> int:
+  """Runs the unfinished `runs`, `jobs` at a time (each pinned to a core with `pin`); with
+  `until_round`, only up to that round this time (a piece: the next call goes on).
 
   Returns 0 when every run finished, 2 when a run refused its input (its exit status 2:
   the message is printed), else 1 when a run failed.
@@ -307,14 +312,13 @@ def execute(runs: Sequence[tuple[Figure, Run]], jobs: int = 1, root: pathlib.Pat
   """
   for figure, run in runs:
     check_recorded_flags(figure, run, root)
-  # A finished run is skipped when its recorded flags are the figure's; one with no record
-  # (made by hand, say) runs again: the binary then checks it against its config.json and,
-  # if it is the same configuration, only evaluates the end of it.
-  pending = [(f, r) for f, r in runs if rounds_done(f.run_dir(root, r)) < r.rounds or
-             not (f.run_dir(root, r) / COMMAND_FILE).exists()]
+  goal = {id(r): r.rounds if until_round is None else min(r.rounds, until_round) for _, r in runs}
+  pending = [(f, r) for f, r in runs if rounds_done(f.run_dir(root, r)) < goal[id(r)]]
   for figure, run in runs:
     if (figure, run) not in pending:
-      log(f'{figure.name}/{run.name}: finished ({run.rounds} rounds), skipped')
+      unchecked = not (figure.run_dir(root, run) / COMMAND_FILE).exists()
+      log(f'{figure.name}/{run.name}: finished ({goal[id(run)]} rounds), skipped'
+          + (' (made without a command.json: its flags are not checked)' if unchecked else ''))
   cores = _cores()
   running: dict[subprocess.Popen, tuple[Figure, Run, int]] = {}
   failed = []
@@ -325,7 +329,7 @@ def execute(runs: Sequence[tuple[Figure, Run]], jobs: int = 1, root: pathlib.Pat
         figure, run = pending.pop(0)
         core = free.pop(0)
         _record_flags(figure, run, root)
-        args = command(figure, run, execution_args)
+        args = command(figure, run, execution_args, until_round)
         if core is not None and len(cores) > 1:
           args = ['taskset', '-c', str(core)] + args
         log(f'{figure.name}/{run.name}: {shlex.join(args[args.index(sys.executable):])}'
@@ -383,7 +387,9 @@ def summarize(figures: Sequence[Figure], root: pathlib.Path = ROOT,
     folder = figure.folder(root)
     if figure.summarize is None:
       continue
-    if not any((figure.run_dir(root, run) / 'metrics.csv').exists() for run in figure.runs):
+    made = [figure.run_dir(root, run) for run in figure.runs]
+    made += [root / path for path in figure.external.values()]
+    if not any((path / 'metrics.csv').exists() for path in made):
       log(f'{figure.name}: no run has rounds yet; nothing to summarize')
       continue
     folder.mkdir(parents=True, exist_ok=True)

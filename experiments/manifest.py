@@ -17,8 +17,6 @@ Figures (the issue's order of importance):
 """
 
 import collections
-import csv
-import json
 import pathlib
 import statistics
 
@@ -43,9 +41,10 @@ CNN3_1001 = {f'rounds1001_seed{s}': f'experiments/results/mnist_cnn_3of10_seeds/
 RENAME = {'ef21': 'ef21_dense'}
 
 
-def _curves(path: pathlib.Path) -> dict:
+def _curves(path: pathlib.Path, rename=None) -> dict:
+  rename = RENAME if rename is None else rename
   curves = plot.read_curves(path / 'metrics.csv')
-  return {RENAME.get(name, name): curve for name, curve in curves.items()}
+  return {rename.get(name, name): curve for name, curve in curves.items()}
 
 
 def _run_curves(figure: figures.Figure, folder: pathlib.Path) -> dict:
@@ -340,5 +339,79 @@ FC3_1000ROUNDS = figures.Figure(
         R0_001=(['R0.001'], 'FC, R = 0.001 %'), R0_0001=(['R0.0001'], 'FC, R = 0.0001 %')),
         figure, folder, [100, 200, 300, 500, 1000]))
 
+# ---------------------------------------------------------------------------------------------
+# The figures committed before this manifest, regenerated from their committed runs (made by
+# the commands in their folders' READMEs; `reproduce` does not run them again).
+
+
+def _seed_figure(folder: pathlib.Path, out: str, title: str, runs: dict, table_rounds,
+                 rename=None) -> str:
+  curves = collections.OrderedDict()
+  for path in runs.values():
+    for algorithm, curve in _curves(figures.ROOT / path, rename).items():
+      curves.setdefault(algorithm, []).append(curve)
+  plot.plot_seeds(curves, str(folder / f'{out}.png'), title)
+  table = plot.seed_table(curves, table_rounds) + '\n' + plot.seed_orderings(curves)
+  (folder / f'{out}.md').write_text(table)
+  return table
+
+
+def _committed_seeds(name, title, groups):
+  """A figure of committed seed runs: `groups` = {output: (title, runs, rounds, rename)}."""
+
+  def summarize(figure, folder):
+    parts = [f'### {figure.title}\n', 'Regenerated from the committed runs (their commands: '
+             f'`{figure.name}/README.md`):\n']
+    for out, (group_title, runs, rounds, rename) in groups.items():
+      table = _seed_figure(folder, out, group_title, runs, rounds, rename)
+      parts.append(f'**{group_title}** (`{out}.png`):\n\n{table}')
+    return '\n'.join(parts)
+
+  every = {f'{out}/{k}': v for out, (_, runs, _, _) in groups.items() for k, v in runs.items()}
+  return figures.Figure(name=name, title=title, runs=(), summarize=summarize, external=every)
+
+
+_RESULTS = 'experiments/results'
+MNIST_CNN_3OF10_SEEDS = _committed_seeds(
+    'mnist_cnn_3of10_seeds', 'MNIST CNN, 3 of 10 clients: seeds (committed)', {
+        'seeds_300': ('MNIST CNN, 3 of 10 clients a round', CNN3_SEEDS,
+                      [50, 100, 150, 200, 250, 300], None),
+        'seeds_1001': ('MNIST CNN, 3 of 10 clients a round, to 1,000 rounds', CNN3_1001,
+                       [100, 200, 300, 500, 700, 900, 1000], None),
+        'ef21_as_defined': ('EF21 as defined (sparse corrections, the server mean over all '
+                            'clients), 3 of 10 clients',
+                            {f'ef21_as_defined_seed{s}':
+                             f'{_RESULTS}/mnist_cnn_3of10_seeds/ef21_as_defined_seed{s}'
+                             for s in SEEDS}, [100, 200, 300], {}),
+    })
+MNIST_CNN_5OF10_SEEDS, MNIST_CNN_7OF10_SEEDS = (_committed_seeds(
+    f'mnist_cnn_{m}of10_seeds', f'MNIST CNN, {m} of 10 clients: seeds (committed)', {
+        'seeds': (f'MNIST CNN, {m} of 10 clients a round',
+                  {f'seed{s}': f'{_RESULTS}/mnist_cnn_{m}of10_seeds/seed{s}' for s in SEEDS},
+                  rounds, None)}) for m, rounds in ((5, [50, 100, 150, 200]),
+                                                    (7, [50, 100, 150])))
+
+
+def _committed_grid(name, title, cells):
+  def summarize(figure, folder):
+    table = masking_tables.write_table([figures.ROOT / p for p in figure.external.values()],
+                                       folder)
+    return (f'### {figure.title}\n\nRegenerated from the committed cells (their commands: '
+            f'`{figure.name}/README.md`):\n\n{table}')
+
+  return figures.Figure(name=name, title=title, runs=(), summarize=summarize,
+                        external={c: f'{_RESULTS}/{name}/cells/{c}' for c in cells})
+
+
+MASKING_GRID = _committed_grid(
+    'masking', 'Update masking, the whole grid at 8 (minibatch) / 5 (full batch) rounds '
+    '(committed)', [f'{local}_{partition}' for local in ('minibatch', 'fullbatch')
+                    for partition in ('iid', 'dir100', 'dir1', 'dir0.5', 'dir0.1',
+                                      'qskew100')])
+MASKING_100ROUNDS = _committed_grid(
+    'masking_100rounds', 'Update masking, four cells at 100 rounds (committed)', _DONE_CELLS)
+
 FIGURES = (FIXED_CNN_LEARNING_RATE, SPARSITY_CNN3, INITIALIZATION_CNN3, LOCAL_EPOCHS_CNN3,
-           CLASS_IMBALANCE_CNN, MASKING_GRID_100ROUNDS, MASKING_BATCH_SWEEP, FC3_1000ROUNDS)
+           CLASS_IMBALANCE_CNN, MASKING_GRID_100ROUNDS, MASKING_BATCH_SWEEP, FC3_1000ROUNDS,
+           MNIST_CNN_3OF10_SEEDS, MNIST_CNN_5OF10_SEEDS, MNIST_CNN_7OF10_SEEDS, MASKING_GRID,
+           MASKING_100ROUNDS)

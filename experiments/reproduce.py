@@ -34,6 +34,9 @@ _LIST = flags.DEFINE_bool('list', False, 'Print every figure, its runs and their
 _JOBS = flags.DEFINE_integer('jobs', 1, 'Runs at a time, one core each.', lower_bound=1)
 _SHARD = flags.DEFINE_string('shard', None, 'i/n: every n-th run from the i-th (0 <= i < n).')
 _DRY_RUN = flags.DEFINE_bool('dry_run', False, 'Print the commands of the unfinished runs.')
+_UNTIL_ROUND = flags.DEFINE_integer(
+    'until_round', None, 'Run in pieces: take every run only up to this round this time (a '
+    'later call without it, or with more, goes on from its checkpoint).', lower_bound=1)
 _SUMMARIZE_ONLY = flags.DEFINE_bool('summarize_only', False,
                                     'Only regenerate the figures, tables and README sections.')
 
@@ -55,14 +58,14 @@ def main(argv):
   if _DRY_RUN.value:
     for figure, run in runs:
       done = figures_lib.rounds_done(figure.run_dir(figures_lib.ROOT, run))
-      if done < run.rounds:
-        print(' '.join(['python'] + figures_lib.command(figure, run)[1:])
-              + f'   # {done} of {run.rounds} rounds done')
+      if done < min(run.rounds, _UNTIL_ROUND.value or run.rounds):
+        command = figures_lib.command(figure, run, until_round=_UNTIL_ROUND.value)
+        print(' '.join(['python'] + command[1:]) + f'   # {done} of {run.rounds} rounds done')
     return 0
   status = 0
   if not _SUMMARIZE_ONLY.value:
     try:
-      status = figures_lib.execute(runs, _JOBS.value)
+      status = figures_lib.execute(runs, _JOBS.value, until_round=_UNTIL_ROUND.value)
     except figures_lib.ReproduceError as e:
       raise binary.BadInput(str(e)) from e
     except KeyboardInterrupt:

@@ -28,7 +28,7 @@ import pathlib
 from absl import flags
 
 from experiments import binary
-from experiments import execution_flags
+from experiments import config_flags
 from experiments import figures
 from experiments import masking_tables
 from experiments import presets
@@ -36,24 +36,18 @@ from tff_flare.execution import cleanup
 
 _OUTPUT_DIR = flags.DEFINE_string('output_dir', None, 'Grid directory.')
 flags.mark_flag_as_required('output_dir')
-_SOURCE = flags.DEFINE_string('source', 'tfds', 'Data source of CIFAR-10.')
-_DATA_PATH = flags.DEFINE_string('data_path', None, 'File or folder of a local source.')
-_ROUNDS = flags.DEFINE_integer('rounds', 10, 'Rounds per cell.', lower_bound=1)
-_EVAL_EVERY = flags.DEFINE_integer('eval_every', 5, 'Evaluate every this many rounds.',
-                                   lower_bound=1)
-_Q = flags.DEFINE_float('keep_probability', 0.5, 'Keep probability q of the masks.')
-_DRAWS = flags.DEFINE_integer('num_mask_draws', 4, 'Empirical mask draws per mode and round.',
-                              lower_bound=0)
-_BATCH = flags.DEFINE_integer('batch_size', 32, 'Minibatch size.', lower_bound=1)
+# The grid's defaults for the configuration's fields (their help is the fields').
+_CELL = config_flags.define(
+    ('source', 'data_path', 'rounds', 'eval_every', 'keep_probability', 'num_mask_draws',
+     'batch_size', 'learning_rate', 'momentum', 'seed'),
+    defaults=dict(source='tfds', rounds=10, eval_every=5, keep_probability=0.5,
+                  num_mask_draws=4, batch_size=32, learning_rate=0.02, momentum=0.9))
 _MINIBATCH_EPOCHS = flags.DEFINE_integer('minibatch_epochs', 1, 'Minibatch local epochs.',
                                          lower_bound=1)
-_LR = flags.DEFINE_float('learning_rate', 0.02, 'Minibatch client learning rate.')
-_MOMENTUM = flags.DEFINE_float('momentum', 0.9, 'Client momentum (both kinds; fresh each round).')
 _FULLBATCH_STEPS = flags.DEFINE_integer('fullbatch_steps', 2, 'Full-batch local steps.',
                                         lower_bound=1)
 _FULLBATCH_LR = flags.DEFINE_float('fullbatch_learning_rate', 0.05,
                                    'Full-batch client learning rate.')
-_SEED = flags.DEFINE_integer('seed', 0, 'Seed of partitions, sampling and masks.')
 _LOCAL = flags.DEFINE_list('local_training', ['minibatch', 'fullbatch'], 'Local training kinds.')
 _PARTITIONS = flags.DEFINE_list(
     'partitions', ['iid', 'dir100', 'dir1', 'dir0.5', 'dir0.1', 'qskew100'],
@@ -65,6 +59,7 @@ _PROCESSES = flags.DEFINE_list(
 _JOBS = flags.DEFINE_integer('jobs', 1, 'Cells run at once (each on its own core when > 1).',
                              lower_bound=1)
 _SUMMARIZE_ONLY = flags.DEFINE_bool('summarize_only', False, 'Only rebuild the table/plots.')
+_EXECUTION = config_flags.define(config_flags.EXECUTION_FIELDS)
 
 
 def cell_run(local: str, partition: str) -> figures.Run:
@@ -73,10 +68,11 @@ def cell_run(local: str, partition: str) -> figures.Run:
   Raises:
     ValueError: an unknown local training kind, partition or process.
   """
+  cell = config_flags.values(_CELL)
   values = dict(masking_tables.partition_flags(partition))
   if local == 'minibatch':
-    values.update(batch_size=_BATCH.value, local_epochs=_MINIBATCH_EPOCHS.value,
-                  learning_rate=_LR.value)
+    values.update(batch_size=cell['batch_size'], local_epochs=_MINIBATCH_EPOCHS.value,
+                  learning_rate=cell['learning_rate'])
   elif local == 'fullbatch':
     values.update(batch_size=0, local_epochs=_FULLBATCH_STEPS.value,
                   learning_rate=_FULLBATCH_LR.value)
@@ -87,12 +83,12 @@ def cell_run(local: str, partition: str) -> figures.Run:
   if not processes or any(p not in study for p in processes):
     raise ValueError(f'--processes={",".join(processes)}: choose from {", ".join(study)} '
                      '(the grid tabulates their survival).')
-  values.update(algorithms=','.join(processes), eval_every=_EVAL_EVERY.value,
-                momentum=_MOMENTUM.value, keep_probability=_Q.value,
-                num_mask_draws=_DRAWS.value, seed=_SEED.value, source=_SOURCE.value)
-  if _DATA_PATH.value:
-    values['data_path'] = _DATA_PATH.value
-  return figures.Run(f'{local}_{partition}', values, rounds=_ROUNDS.value,
+  values.update(algorithms=','.join(processes), eval_every=cell['eval_every'],
+                momentum=cell['momentum'], keep_probability=cell['keep_probability'],
+                num_mask_draws=cell['num_mask_draws'], seed=cell['seed'], source=cell['source'])
+  if cell['data_path']:
+    values['data_path'] = cell['data_path']
+  return figures.Run(f'{local}_{partition}', values, rounds=cell['rounds'],
                      binary='experiments.run_masking')
 
 
@@ -105,7 +101,7 @@ def grid_figure(output_dir: str) -> figures.Figure:
 
 
 def _execution_args() -> list[str]:
-  fields = execution_flags.config_fields()
+  fields = config_flags.values(_EXECUTION)
   args = [f'--execution={fields["execution"]}']
   if fields['workers']:
     args.append(f'--workers={",".join(fields["workers"])}')

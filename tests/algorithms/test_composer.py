@@ -1,7 +1,6 @@
-"""Tests of `tff_flare.algorithms.composer`: signatures, metrics, phases, the non-finite policy."""
+"""Tests of `composer` and `round_functions`: signatures, metrics, the non-finite policy."""
 
 import collections
-import types
 
 from absl.testing import parameterized
 import numpy as np
@@ -9,15 +8,11 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import tiny_models
-from tff_flare.algorithms import composer
 from tff_flare.algorithms import error_feedback
 from tff_flare.algorithms import flare
 from tff_flare.algorithms import registry
 
-_MODEL_FN = tiny_models.softmax_model_fn()
-_HPARAMS = registry.Hyperparameters(
-    client_optimizer=tff.learning.optimizers.build_sgdm(0.5, momentum=0.9), keep_percent=20.0,
-    total_clients=4, tau=0.5, tau_decay=2.0, num_mask_draws=1)
+_MODEL_FN = tiny_models.SOFTMAX_MODEL_FN
 _IDS = ['client_0', 'client_1', 'client_2']
 
 
@@ -38,11 +33,11 @@ class SignatureTest(tf.test.TestCase):
 
   def setUp(self):
     super().setUp()
-    self.process = registry.build('flare', _MODEL_FN, _HPARAMS)
+    self.process = tiny_models.tiny_process('flare')
 
   def test_one_next_signature_for_every_process(self):
     for name in registry.NAMES:
-      process = registry.build(name, _MODEL_FN, _HPARAMS)
+      process = tiny_models.tiny_process(name)
       parameter = process.next.type_signature.parameter
       self.assertLen(parameter, 4, msg=name)
       for i in (1, 2, 3):
@@ -60,7 +55,7 @@ class SignatureTest(tf.test.TestCase):
       output = _round(self.process, state, datasets, states)
       state, states = output.state, output.client_states
       taus.append(output.metrics['tau'])
-    self.assertAllClose(taus, [0.25, 0.125, 0.0625])
+    self.assertAllClose(taus, [0.5 / 1.5, 0.5 / 1.5**2, 0.5 / 1.5**3])  # TAU / c^(r+1).
     self.assertEqual(state.client_work['round_num'], 3)
 
   def test_communication_metrics(self):
@@ -82,7 +77,7 @@ class NonFinitePolicyTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters((name, name) for name in registry.NAMES)
   def test_nonfinite_client_sends_nothing_and_keeps_its_state(self, name):
-    process = registry.build(name, _MODEL_FN, _HPARAMS)
+    process = tiny_models.tiny_process(name)
     good = tiny_models.classification_dataset(0)
     state = process.initialize()
     initial = tiny_models.trainable_arrays(process, state)
@@ -110,7 +105,7 @@ class NonFinitePolicyTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(output.metrics['train'], alone.metrics['train'], rtol=1e-6, msg=name)
 
   def test_nonfinite_update_is_not_applied(self):
-    process = registry.build('fedavg', _MODEL_FN, _HPARAMS)
+    process = tiny_models.tiny_process('fedavg')
     functions = process.round_functions
     state = process.initialize()
     specs = functions.specs
@@ -123,73 +118,11 @@ class NonFinitePolicyTest(tf.test.TestCase, parameterized.TestCase):
     del optimizer_state
 
 
-class PhasesTest(tf.test.TestCase):
-
-  def test_next_in_phases_equals_next(self):
-    datasets = [tiny_models.classification_dataset(seed, batch_size=4) for seed in range(3)]
-    for name in ('flare', 'ec', 'ef21'):
-      process = registry.build(name, _MODEL_FN, _HPARAMS)
-      state = process.initialize()
-      states = [process.initial_client_state()] * 3
-      inputs = process.client_inputs(_IDS)
-      phased_state, phased_states = state, states
-      for _ in range(2):
-        whole = process.next(state, datasets, states, inputs)
-        phased = composer.next_in_phases(process, phased_state, datasets, phased_states,
-                                         inputs)
-        self.assertAllEqual(whole.metrics, phased.metrics, msg=name)
-        state, states = whole.state, whole.client_states
-        phased_state, phased_states = phased.state, phased.client_states
-        for a, b in zip(tf.nest.flatten((state, states)),
-                        tf.nest.flatten((phased_state, phased_states))):
-          self.assertAllEqual(a, b, msg=name)
-      # The clients differ, so a permutation of their states would show.
-      self.assertNotAllClose(tf.nest.flatten(states[0]), tf.nest.flatten(states[1]))
-
-  def test_stateless_processes_pass_their_states_through_and_have_no_phases(self):
-    for name in ('fedavg', 'mask_none', 'tff_fedavg'):
-      process = registry.build(name, _MODEL_FN, _HPARAMS)
-      self.assertIsNone(process.phases, name)
-      output = _round(process, process.initialize(),
-                      [tiny_models.classification_dataset(0)])
-      self.assertEqual(list(output.client_states), [()], name)
-
-  def test_next_in_phases_restores_client_order(self):
-    # TFF's mergeable context can return the client outputs of a later subround first.
-    process = registry.build('flare', _MODEL_FN, _HPARAMS)
-    datasets = [tiny_models.classification_dataset(seed) for seed in range(3)]
-    state = process.initialize()
-    states = [process.initial_client_state()] * 3
-    inputs = process.client_inputs(_IDS)
-    whole = process.next(state, datasets, states, inputs)
-    real = process.phases
-
-    def client_phase_later_subround_first(*args):
-      outputs = real.client_phase(*args)
-      return outputs[2:] + outputs[:2]
-
-    shuffled = types.SimpleNamespace(phases=composer.RoundPhases(
-        client_phase=client_phase_later_subround_first, server_phase=real.server_phase))
-    phased = composer.next_in_phases(shuffled, state, datasets, states, inputs)
-    for a, b in zip(tf.nest.flatten((whole.state, whole.client_states)),
-                    tf.nest.flatten((phased.state, phased.client_states))):
-      self.assertAllEqual(a, b)
-
-    def client_phase_losing_a_client(*args):
-      return real.client_phase(*args)[1:]
-
-    lossy = types.SimpleNamespace(phases=composer.RoundPhases(
-        client_phase=client_phase_losing_a_client, server_phase=real.server_phase))
-    with self.assertRaisesRegex(RuntimeError, r'outputs of clients \[1, 2\], expected each of '
-                                r'0..2 once'):
-      composer.next_in_phases(lossy, state, datasets, states, inputs)
-
-
 class ClientStateTest(tf.test.TestCase):
 
   def test_error_feedback_state_is_the_accumulator(self):
     process = flare.build_flare(_MODEL_FN, keep_percent=20.0,
-                                client_optimizer=_HPARAMS.client_optimizer, tau=0.1,
+                                client_optimizer=tiny_models.tiny_hparams().client_optimizer, tau=0.1,
                                 tau_decay=1.1)
     state = process.initial_client_state()
     self.assertEqual(list(state), [error_feedback.ACCUMULATOR])

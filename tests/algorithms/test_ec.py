@@ -1,9 +1,11 @@
 """Tests of `tff_flare.algorithms.ec`: EC at 100 % equals FedAvg and TFF's FedAvg; EC+FedProx."""
 
+from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tests import reference_numpy
 from tests import tiny_models
 from tff_flare.algorithms import ec
 from tff_flare.algorithms import error_feedback
@@ -88,6 +90,43 @@ class EcAccumulatorTest(tf.test.TestCase):
     self.assertEqual(np.count_nonzero(sent), 1)
     self.assertAllClose(sent + accumulator, delta, rtol=1e-6)
     self.assertEqual(np.argmax(np.abs(sent)), np.argmax(np.abs(delta)))
+
+
+
+class HandComputationTest(tf.test.TestCase, parameterized.TestCase):
+  """EC and EC+FedProx over several momentum steps and rounds in which clients sit out,
+  against the spec written out in numpy (`tests/reference_numpy.simulate`)."""
+
+  @parameterized.named_parameters(('ec', 'ec'), ('ec_fedprox', 'ec_fedprox'))
+  def test_matches_hand_computation(self, algorithm):
+    optimizer = tff.learning.optimizers.build_sgdm(0.5, momentum=0.9)
+    model_fn = tiny_models.softmax_model_fn()
+    if algorithm == 'ec':
+      process = ec.build_ec(model_fn, keep_percent=20.0, client_optimizer=optimizer)
+    else:
+      process = ec.build_ec_fedprox(model_fn, keep_percent=20.0, client_optimizer=optimizer,
+                                    tau=0.5, tau_decay=1.5)
+    # Two epochs of two batches: four steps a round, the proximal term on each.
+    (weights, states, metrics), (expected, expected_states, notes) = (
+        tiny_models.hand_computation(process, algorithm, epochs=2, learning_rate=0.5,
+                                     momentum=0.9, keep_percent=20.0, tau=0.5, tau_decay=1.5))
+    for ours, theirs in zip(weights, expected):
+      self.assertAllClose(ours, theirs, rtol=1e-5, atol=1e-6)
+    for i in range(3):
+      self.assertAllClose(states[i], expected_states[i], rtol=1e-5, atol=1e-6)
+    for round_metrics, note in zip(metrics, notes):
+      self.assertEqual(round_metrics['communication']['entries_sent_total'],
+                       sum(note['sent'].values()))
+
+  def test_the_proximal_term_matters_in_the_hand_computation(self):
+    # Not vacuous: with several steps the reference's EC+FedProx is not EC.
+    initial = [np.zeros([4, 3]), np.zeros([3])]
+    clients = {i: tiny_models.client_batches(i) for i in range(3)}
+    ec_run, prox_run = (reference_numpy.simulate(
+        name, initial, clients, tiny_models.PARTICIPATION, epochs=2, learning_rate=0.5,
+        momentum=0.9, keep_percent=20.0, tau=0.5, tau_decay=1.5)[0]
+                        for name in ('ec', 'ec_fedprox'))
+    self.assertGreater(np.max(np.abs(ec_run[0] - prox_run[0])), 1e-3)
 
 
 if __name__ == '__main__':

@@ -1,9 +1,11 @@
 """Tests of `tff_flare.algorithms.ef21`: as defined versus the authors' dense-state shortcut."""
 
+from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tests import reference_numpy
 from tests import tiny_models
 from tff_flare.algorithms import ef21
 from tff_flare.execution import modes
@@ -76,6 +78,47 @@ class Ef21Test(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, 'total_clients'):
       ef21.build_ef21(tiny_models.softmax_model_fn(), keep_percent=1.0,
                       client_optimizer=tff.learning.optimizers.build_sgdm(0.1))
+
+
+
+# Three clients, two steps each (momentum), over four rounds in which each sits out once.
+_PARTICIPATION = [[0, 1], [1, 2], [0, 2], [0, 1, 2]]
+
+
+class HandComputationTest(tf.test.TestCase, parameterized.TestCase):
+  """Both forms of EF21 against the spec written out in numpy (`tests/reference_numpy.py`):
+  `c = TopK(d - g)`, `g <- g + c`; as defined `G <- G + sum c / N`, `s <- s + G`; the
+  authors' shortcut `s <- s + mean of the present g`."""
+
+  @parameterized.named_parameters(('as_defined', False), ('dense_state_shortcut', True))
+  def test_matches_hand_computation(self, dense_state_shortcut):
+    optimizer = tff.learning.optimizers.build_sgdm(0.5, momentum=0.9)
+    process = ef21.build_ef21(tiny_models.softmax_model_fn(), keep_percent=20.0,
+                              client_optimizer=optimizer, total_clients=3,
+                              dense_state_shortcut=dense_state_shortcut)
+    weights, states, outputs = tiny_models.run_participation(process, 3, _PARTICIPATION)
+    expected, expected_states, notes = reference_numpy.simulate(
+        'ef21_dense' if dense_state_shortcut else 'ef21',
+        tiny_models.initial_trainable(process),
+        {i: tiny_models.client_batches(i) for i in range(3)}, _PARTICIPATION,
+        learning_rate=0.5, momentum=0.9, keep_percent=20.0, total_clients=3)
+    for ours, theirs in zip(weights, expected):
+      self.assertAllClose(ours, theirs, rtol=1e-5, atol=1e-6)
+    for i in range(3):
+      for ours, theirs in zip(states[i][ef21.EF21_STATE], expected_states[i]):
+        self.assertAllClose(ours, theirs, rtol=1e-5, atol=1e-6)
+    for output, note in zip(outputs, notes):
+      self.assertEqual(output.metrics['communication']['entries_sent_total'],
+                       sum(note['sent'].values()))
+
+  def test_the_two_forms_differ_when_clients_sit_out(self):
+    # The hand computations above are not vacuous: the forms part ways after round 0.
+    initial = [np.zeros([4, 3]), np.zeros([3])]
+    clients = {i: tiny_models.client_batches(i) for i in range(3)}
+    runs = [reference_numpy.simulate(name, initial, clients, _PARTICIPATION,
+                                     learning_rate=0.5, momentum=0.9, keep_percent=20.0,
+                                     total_clients=3)[0] for name in ('ef21', 'ef21_dense')]
+    self.assertGreater(np.max(np.abs(runs[0][0] - runs[1][0])), 1e-3)
 
 
 if __name__ == '__main__':

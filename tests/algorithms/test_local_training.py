@@ -199,16 +199,12 @@ class EveryAlgorithmAsBeforeTest(tf.test.TestCase):
   inside tf.data (patched in as `train_locally`)."""
 
   def test_every_algorithm_matches_the_reduce_loop(self):
-    hparams = registry.Hyperparameters(
-        client_optimizer=tff.learning.optimizers.build_sgdm(0.5, momentum=0.9),
-        keep_percent=20.0, total_clients=4, tau=0.5, tau_decay=1.5, reg_steps=2,
-        num_mask_draws=1, keep_probability=0.5, local_epochs=2)
     ids = tiny_models.client_ids(3)
     checked = []
     for name in registry.NAMES:
       outcomes = []
       for patched in (False, True):
-        process = registry.build(name, tiny_models.softmax_model_fn(), hparams)
+        process = tiny_models.tiny_process(name)
         if process.runs_only_on_tff:
           break
         bound = inprocess.InProcessProcess(process, num_threads=1)

@@ -63,8 +63,10 @@ def test_opposing_deltas_fall_below_one():
   assert metrics['survival'] < 1.0
   assert metrics['survival'] == pytest.approx(reference_numpy.survival(
       [delta, -0.8 * delta], [1.0, 1.0]))
-  # R values follow from S: R_sync / R_ind = S, and (1-q)/q = 1 at q = 0.5.
-  assert metrics['r_sync'] / metrics['r_ind'] == pytest.approx(metrics['survival'])
+  # R_ind and R_sync by hand (the spec's formulas; (1 - q) / q = 1 at q = 0.5, p = 1/2):
+  # sum p^2 |d|^2 = (1 + 0.64) |d|^2 / 4 and |sum p d|^2 = (0.2 / 2)^2 |d|^2.
+  assert metrics['r_ind'] == pytest.approx(1.64 / 4 * delta @ delta, rel=1e-12)
+  assert metrics['r_sync'] == pytest.approx(0.01 * delta @ delta, rel=1e-12)
 
 
 # --- masks ----------------------------------------------------------------------------------

@@ -25,19 +25,12 @@ def _largest_difference(a, b) -> float:
               for x, y in zip(a, b) if np.size(x)] or [0.0])
 
 
-def _tiny_hparams() -> registry.Hyperparameters:
-  return registry.Hyperparameters(
-      client_optimizer=tff.learning.optimizers.build_sgdm(0.5, momentum=0.9),
-      keep_percent=20.0, total_clients=4, tau=0.5, tau_decay=1.5, num_mask_draws=2,
-      keep_probability=0.5)
-
-
 class SameRoundsAsTffTest(tf.test.TestCase):
 
-  def _compare(self, model_fn, datasets, hparams, num_rounds, tolerance):
+  def _compare(self, build, datasets, num_rounds, tolerance, names=registry.NAMES):
     largest = {}
-    for name in registry.NAMES:
-      process = registry.build(name, model_fn, hparams)
+    for name in names:
+      process = build(name)
       if process.runs_only_on_tff:
         continue
       local = inprocess.InProcessProcess(process, num_threads=2)
@@ -66,19 +59,21 @@ class SameRoundsAsTffTest(tf.test.TestCase):
     return largest
 
   def test_every_algorithm_on_a_tiny_model(self):
-    hparams = _tiny_hparams()
     datasets = [tiny_models.classification_dataset(s, batch_size=2) for s in range(3)]
-    largest = self._compare(tiny_models.softmax_model_fn(), datasets, hparams, 3, 1e-6)
+    largest = self._compare(tiny_models.tiny_process, datasets, 3, 1e-6)
     self.assertIn('mask_synchronized', largest)
     self.assertIn('ec_ffl', largest)
 
-  def test_every_algorithm_on_the_digits_task(self):
+  def test_one_algorithm_per_part_on_the_digits_task(self):
     task = tasks.build_task('digits_demo', num_clients=3, batch_size=32)
     datasets = [task.train_data.create_tf_dataset_for_client(c) for c in _IDS]
     hparams = registry.Hyperparameters(
         client_optimizer=tff.learning.optimizers.build_sgdm(0.1, momentum=0.9),
         keep_percent=1.0, total_clients=3, num_mask_draws=1)
-    self._compare(task.model_fn, datasets, hparams, 2, 1e-5)
+    # Every algorithm on the tiny model (above); on a real model one per part that touches
+    # the model's variables, and FedAvg.
+    self._compare(lambda name: registry.build(name, task.model_fn, hparams), datasets, 2, 1e-5,
+                  names=tiny_models.PER_PART + ('fedavg',))
 
 
 class TracingTest(tf.test.TestCase):
@@ -87,9 +82,8 @@ class TracingTest(tf.test.TestCase):
     # TF warns about "retracing" when several processes' workers trace functions of the same
     # Python code; each function object must still be traced only once, whatever the round
     # and its (new, same-spec) datasets.
-    hparams = _tiny_hparams()
     for name in registry.NAMES:
-      process = registry.build(name, tiny_models.softmax_model_fn(), hparams)
+      process = tiny_models.tiny_process(name)
       if process.runs_only_on_tff:
         continue
       local = inprocess.InProcessProcess(process, num_threads=2)

@@ -1,17 +1,81 @@
-"""Tests of `tff_flare.execution.modes`: the local mode ends, not hangs, when its worker dies."""
+"""Tests of `tff_flare.execution.modes`: a round in two phases; a dead local worker ends it."""
 
 import os
 import signal
 import time
+import types
 
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import tiny_models
+from tff_flare.algorithms import process as process_lib
 from tff_flare.algorithms import registry
 from tff_flare.execution import cleanup
 from tff_flare.execution import modes
 from tff_flare.execution import remote
+
+
+class PhasesTest(tf.test.TestCase):
+
+  def test_next_in_phases_equals_next(self):
+    datasets = [tiny_models.classification_dataset(seed, batch_size=4) for seed in range(3)]
+    for name in ('flare', 'ec', 'ef21'):
+      process = tiny_models.tiny_process(name)
+      state = process.initialize()
+      states = [process.initial_client_state()] * 3
+      inputs = process.client_inputs(tiny_models.client_ids(3))
+      phased_state, phased_states = state, states
+      for _ in range(2):
+        whole = process.next(state, datasets, states, inputs)
+        phased = modes.next_in_phases(process, phased_state, datasets, phased_states,
+                                         inputs)
+        self.assertAllEqual(whole.metrics, phased.metrics, msg=name)
+        state, states = whole.state, whole.client_states
+        phased_state, phased_states = phased.state, phased.client_states
+        for a, b in zip(tf.nest.flatten((state, states)),
+                        tf.nest.flatten((phased_state, phased_states))):
+          self.assertAllEqual(a, b, msg=name)
+      # The clients differ, so a permutation of their states would show.
+      self.assertNotAllClose(tf.nest.flatten(states[0]), tf.nest.flatten(states[1]))
+
+  def test_stateless_processes_pass_their_states_through_and_have_no_phases(self):
+    for name in ('fedavg', 'mask_none', 'tff_fedavg'):
+      process = tiny_models.tiny_process(name)
+      self.assertIsNone(process.phases, name)
+      output = tiny_models.next_round(process, process.initialize(),
+                                      [tiny_models.classification_dataset(0)])
+      self.assertEqual(list(output.client_states), [()], name)
+
+  def test_next_in_phases_restores_client_order(self):
+    # TFF's mergeable context can return the client outputs of a later subround first.
+    process = tiny_models.tiny_process('flare')
+    datasets = [tiny_models.classification_dataset(seed) for seed in range(3)]
+    state = process.initialize()
+    states = [process.initial_client_state()] * 3
+    inputs = process.client_inputs(tiny_models.client_ids(3))
+    whole = process.next(state, datasets, states, inputs)
+    real = process.phases
+
+    def client_phase_later_subround_first(*args):
+      outputs = real.client_phase(*args)
+      return outputs[2:] + outputs[:2]
+
+    shuffled = types.SimpleNamespace(phases=process_lib.RoundPhases(
+        client_phase=client_phase_later_subround_first, server_phase=real.server_phase))
+    phased = modes.next_in_phases(shuffled, state, datasets, states, inputs)
+    for a, b in zip(tf.nest.flatten((whole.state, whole.client_states)),
+                    tf.nest.flatten((phased.state, phased.client_states))):
+      self.assertAllEqual(a, b)
+
+    def client_phase_losing_a_client(*args):
+      return real.client_phase(*args)[1:]
+
+    lossy = types.SimpleNamespace(phases=process_lib.RoundPhases(
+        client_phase=client_phase_losing_a_client, server_phase=real.server_phase))
+    with self.assertRaisesRegex(RuntimeError, r'outputs of clients \[1, 2\], expected each of '
+                                r'0..2 once'):
+      modes.next_in_phases(lossy, state, datasets, states, inputs)
 
 
 class LocalWorkerDeathTest(tf.test.TestCase):
@@ -26,8 +90,9 @@ class LocalWorkerDeathTest(tf.test.TestCase):
       inputs = process.client_inputs(tiny_models.client_ids(2))
       clients = [bound.initial_client_state()] * 2
       state = bound.next(bound.initialize(), datasets, clients, inputs).state
-      (pid,) = cleanup.local_worker_pids()
-      os.kill(pid, signal.SIGKILL)  # As `kill -9` of the worker_binary child.
+      pid = execution.workers.pid(0)
+      self.assertIn(pid, cleanup.local_worker_pids())  # A worker_binary child of this process.
+      os.kill(pid, signal.SIGKILL)  # As `kill -9` of it.
       start = time.monotonic()
       with self.assertRaisesRegex(remote.WorkerUnavailableError,
                                   "TFF's local worker killed by signal 9 during a round"):

@@ -105,13 +105,15 @@ class FaultsTest(tf.test.TestCase):
 
   def test_worker_killed_mid_run_then_resumed_equals_local_run_with_disk_states(self):
     base = self.get_temp_dir()
-    local = runner.run_experiment(_config(os.path.join(base, 'local')),
-                                      log=lambda _: None)
+    # A stateful algorithm (its states on disk), one with client inputs, one of TFF's.
+    overrides = dict(algorithms=('flare', 'mask_independent', 'tff_fedavg'))
+    local = runner.run_experiment(_config(os.path.join(base, 'local'), **overrides),
+                                  log=lambda _: None)
     output_dir = os.path.join(base, 'remote')
     with worker.LoopbackWorkers(2) as workers:
       # The client states on disk here, in memory in the local run: same results.
       config = _config(output_dir, execution='remote', workers=workers.addresses,
-                       client_state_storage='disk')
+                       client_state_storage='disk', **overrides)
 
       def kill_after_round_1(line):
         if line.startswith('round 1 '):

@@ -48,7 +48,18 @@ class ValidateTest(tf.test.TestCase, parameterized.TestCase):
       ('negative_model_seed', dict(model_seed=-3), r'model_seed must be an int >= 0'),
       ('no_algorithms', dict(algorithms=()), 'algorithms is empty: name at least one of flare'),
       ('double_softmax_elsewhere', dict(double_softmax=False),
-       'double_softmax applies to mnist_cnn only, not digits_demo'))
+       'digits_demo does not take double_softmax'),
+      # Options a task would ignore (issue 19: the rest of the kind of digits' partition).
+      ('partition_of_the_play', dict(task='shakespeare_gru', partition='iid'),
+       'shakespeare_gru does not take partition'),
+      ('batch_of_the_play', dict(task='shakespeare_gru', batch_size=16),
+       'shakespeare_gru does not take batch_size'),
+      ('alpha_without_dirichlet', dict(task='mnist_cnn', partition='iid', alpha=0.5),
+       r'alpha applies to partition=dirichlet only \(partition is iid\)'),
+      ('ratio_without_skew', dict(task='mnist_cnn', ratio=10.0),
+       'ratio applies to partition=quantity_skew only'),
+      ('text_evaluation_of_images', dict(task='mnist_cnn', text_evaluation='full'),
+       'mnist_cnn does not take text_evaluation'))
   def test_bad_values_are_one_clear_error(self, overrides, message):
     with self.assertRaisesRegex(config_lib.ConfigError, message):
       config_lib.validate(_config(self.get_temp_dir(), **overrides))

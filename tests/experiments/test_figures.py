@@ -37,18 +37,19 @@ class FiguresTest(tf.test.TestCase):
   def test_shard_resume_skip_refuse_and_summarize(self):
     root = pathlib.Path(self.get_temp_dir())
     lines = []
-    one_round = _tiny_figure(rounds=1)
-    shard_0 = figures.shard_runs([one_round], (0, 2))
+    figure = _tiny_figure(rounds=2)
+    shard_0 = figures.shard_runs([figure], (0, 2))
     self.assertEqual([run.name for _, run in shard_0], ['seed0'])
-    self.assertEqual([run.name for _, run in figures.shard_runs([one_round], (1, 2))],
+    self.assertEqual([run.name for _, run in figures.shard_runs([figure], (1, 2))],
                      ['seed1'])
-    self.assertEqual(figures.execute(shard_0, root=root, log=lines.append, pin=False), 0)
-    folder = one_round.folder(root)
+    # A piece: shard 0's run, up to round 1 only.
+    self.assertEqual(figures.execute(shard_0, root=root, log=lines.append, pin=False,
+                                     until_round=1), 0)
+    folder = figure.folder(root)
     self.assertEqual(figures.rounds_done(folder / 'seed0'), 1)
     self.assertFalse((folder / 'seed1').exists())  # The other shard's.
 
-    # Two rounds planned now: seed0 resumes from its checkpoint, seed1 starts; both at once.
-    figure = _tiny_figure(rounds=2)
+    # The whole figure: seed0 resumes from its checkpoint, seed1 starts; both at once.
     runs = [(figure, run) for run in figure.runs]
     self.assertEqual(figures.execute(runs, jobs=2, root=root, log=lines.append, pin=False), 0)
     for name in ('seed0', 'seed1'):

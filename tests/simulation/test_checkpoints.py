@@ -15,6 +15,7 @@ import tensorflow_federated as tff
 
 from tff_flare.simulation import checkpoints as checkpoints_lib
 from tff_flare.simulation import client_state
+from tff_flare.simulation import loop
 
 _IDS = ['a', 'b', 'c']
 
@@ -31,10 +32,15 @@ def _initial():
 
 @dataclasses.dataclass
 class _Run:
-  """What `Checkpoints` uses of a `loop.AlgorithmRun`."""
+  """What `Checkpoints` uses of a `loop.AlgorithmRun`: its name and its snapshot interface
+  (the run's own methods, over a plain state and a store)."""
   name: str
   state: Any
   store: client_state.ClientStateStore
+  has_client_state = loop.AlgorithmRun.has_client_state
+  snapshot = loop.AlgorithmRun.snapshot
+  restore = loop.AlgorithmRun.restore
+  checkpointed = loop.AlgorithmRun.checkpointed
 
 
 class CheckpointsTest(tf.test.TestCase, parameterized.TestCase):

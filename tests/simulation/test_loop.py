@@ -112,19 +112,32 @@ class RunRoundsTest(tf.test.TestCase):
       return {'loss': next(losses)}
 
     data = _client_data(2)
+    sampler = sampling.build_client_sampler(data.client_ids, 2, 0)
     with modes.build_execution('inprocess') as execution:
-      run = loop.AlgorithmRun('ec_ffl', process, execution, evaluate=evaluate)
+      run = loop.AlgorithmRun('ec_ffl', process, execution)
       rows = hooks.CollectRows()
-      loop.run_rounds([run], loop.datasets_of(data),
-                      sampling.build_client_sampler(data.client_ids, 2, 0), start_round=0,
-                      end_round=3, hooks=[rows])
+      loop.run_rounds([run], loop.datasets_of(data), sampler, start_round=0, end_round=3,
+                      hooks=[hooks.TestLossFeedback(evaluate), rows])
     self.assertLen(evaluated, 3)
     # R' = R (L_ref / L)^(1/3): 20, 20 * 2^(1/3), 20 * 8^(1/3).
     self.assertAllClose([r['ec_ffl']['train']['keep_percent'] for r in rows.rows[:3]],
                         [20.0, 20.0 * 2**(1 / 3), 40.0], rtol=1e-6)
-    with self.assertRaisesRegex(ValueError, 'evaluate function'):
+    # With the round's evaluation (every round here) the feedback reuses it: one a round.
+    losses, evaluated[:] = iter([2.0, 1.0, 0.25, 0.25]), []
+    with modes.build_execution('inprocess') as execution:
+      run = loop.AlgorithmRun('ec_ffl', process, execution)
+      rows = hooks.CollectRows()
+      loop.run_rounds([run], loop.datasets_of(data), sampler, start_round=0, end_round=3,
+                      hooks=[hooks.Evaluation(evaluate, 1), hooks.TestLossFeedback(evaluate),
+                             rows])
+    self.assertLen(evaluated, 4)  # Rounds 0, 1, 2 and the end: none twice.
+    self.assertAllClose([r['ec_ffl']['train']['keep_percent'] for r in rows.rows[:3]],
+                        [20.0, 20.0 * 2**(1 / 3), 40.0], rtol=1e-6)
+    with self.assertRaisesRegex(ValueError, 'ec_ffl adapt to the test loss: add a '
+                                'hooks.TestLossFeedback'):
       with modes.build_execution('inprocess') as execution:
-        loop.AlgorithmRun('ec_ffl', process, execution)
+        loop.run_rounds([loop.AlgorithmRun('ec_ffl', process, execution)],
+                        loop.datasets_of(data), sampler, start_round=0, end_round=1)
 
   def test_a_round_of_only_nonfinite_clients_stops_the_run(self):
     process = fedavg.build_fedavg(tiny_models.softmax_model_fn(),

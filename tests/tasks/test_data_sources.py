@@ -1,6 +1,5 @@
 """Tests of `tff_flare.tasks.data_sources`: every source through its real code path."""
 
-import collections
 import os
 import pathlib
 import tarfile

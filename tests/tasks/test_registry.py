@@ -134,7 +134,8 @@ class TaskRegistryTest(tf.test.TestCase):
     code = (
         'import gc\n'
         'from tff_flare.tasks import registry as tasks\n'
-        f'task = tasks.build_task("shakespeare_gru", source="text", data_path="{play}")\n'
+        f'task = tasks.build_task("shakespeare_gru", source="text", data_path="{play}", '
+        'num_clients=2)\n'
         'gc.collect()\n'
         'batch = next(iter(task.client_datasets(task.train_data.client_ids[:2], 0)[0]))\n'
         'print("batch", tuple(batch["x"].shape))\n')

@@ -9,44 +9,66 @@ EC+FedProx (`docs/faithfulness.md` R6, the authors' "FedProx"): the same, with
 step, `tau_r = tau / tau_decay**(r + 1)`. With one local step it equals EC exactly (Q11).
 """
 
+import dataclasses
 from collections.abc import Callable
-import functools
 from typing import Optional
 
 import tensorflow_federated as tff
 
 from tff_flare.algorithms import composer
 from tff_flare.algorithms import error_feedback
+from tff_flare.algorithms import hyperparameters
 from tff_flare.algorithms import local_training
+from tff_flare.algorithms import model_facts
 from tff_flare.algorithms import parts
+from tff_flare.algorithms import process
 from tff_flare.algorithms import regularizers
 from tff_flare.algorithms import schedules
 from tff_flare.algorithms import sparsification
 
 
-def ec_client_update(model, optimizer, server_weights, params, dataset, client_state,
-                     client_input, *, keep_percent, rule, regularized, proximal):
-  """EC's client round (with the proximal term when `proximal`); see the module docstring."""
-  del client_input  # EC takes no per-client input.
-  penalty_gradient_fn = None
-  if proximal:
+@dataclasses.dataclass(frozen=True)
+class EcParams:
+  """EC's knob: the paper's R."""
+
+  keep_percent: float = sparsification.KEEP_PERCENT.field()
+
+  def __post_init__(self):
+    hyperparameters.check_fields(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class EcFedProxParams:
+  """EC+FedProx's knobs: R, TAU and c."""
+
+  keep_percent: float = sparsification.KEEP_PERCENT.field()
+  tau: float = schedules.TAU.field()
+  tau_decay: float = schedules.TAU_DECAY.field()
+
+  def __post_init__(self):
+    hyperparameters.check_fields(self)
+
+
+def proximal_training(regularized) -> parts.LocalTraining:
+  """The authors' "FedProx" local training: `tau_r * sum (w - s)^2` on every step."""
+
+  def penalty(server_weights, client_state, params):
+    del client_state
     server_trainable = list(server_weights.trainable)
-    penalty_gradient_fn = lambda w: regularizers.proximal_penalty_gradient(  # pylint: disable=g-long-lambda
-        w, server_trainable, regularized, params['tau'])
-  result = local_training.train_locally(model, optimizer, server_weights, dataset,
-                                        penalty_gradient_fn=penalty_gradient_fn)
-  return error_feedback.compress(local_training.model_delta(result, server_weights),
-                                 client_state[error_feedback.ACCUMULATOR], keep_percent, rule)
+    return (lambda w: regularizers.proximal_penalty_gradient(  # pylint: disable=g-long-lambda
+        w, server_trainable, regularized, params['tau']), local_training.ALL_STEPS, False)
+
+  return parts.LocalTraining(penalty=penalty)
 
 
 def build_ec(
-    model_fn: composer.ModelFn,
+    model_fn: model_facts.ModelFn,
     *,
     keep_percent: float,
     client_optimizer: tff.learning.optimizers.Optimizer,
     rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
-) -> composer.AlgorithmProcess:
+) -> process.AlgorithmProcess:
   """Builds top-k error correction (EC).
 
   Args:
@@ -63,16 +85,14 @@ def build_ec(
     ValueError: for `keep_percent` outside (0, 100] or too large for a tensor under `rule`.
   """
   error_feedback.validate_compression(model_fn, keep_percent, rule)
-  client_update = functools.partial(ec_client_update, keep_percent=keep_percent, rule=rule,
-                                    regularized=None, proximal=False)
   return composer.compose(
-      model_fn, parts.AlgorithmParts(client_update=client_update,
-                                     initial_client_state=error_feedback.zero_accumulator),
+      model_fn, parts.algorithm(parts.LocalTraining(),
+                                error_feedback.topk_compressor(keep_percent, rule)),
       client_optimizer=client_optimizer, server_optimizer=server_optimizer)
 
 
 def build_ec_fedprox(
-    model_fn: composer.ModelFn,
+    model_fn: model_facts.ModelFn,
     *,
     keep_percent: float,
     client_optimizer: tff.learning.optimizers.Optimizer,
@@ -81,7 +101,7 @@ def build_ec_fedprox(
     rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS,
     is_regularized: Optional[Callable[[str], bool]] = None,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
-) -> composer.AlgorithmProcess:
+) -> process.AlgorithmProcess:
   """Builds the authors' "FedProx": EC plus `tau_r * sum (w - s)^2` on every local step.
 
   Args (beyond `build_ec`'s):
@@ -93,12 +113,10 @@ def build_ec_fedprox(
     ValueError: as `build_ec`, and for `tau < 0` or `tau_decay <= 0`.
   """
   error_feedback.validate_compression(model_fn, keep_percent, rule)
-  regularized = regularizers.regularized_tensor_flags(composer.trainable_names(model_fn),
+  regularized = regularizers.regularized_tensor_flags(model_facts.model_facts(model_fn).names,
                                                       is_regularized)
-  client_update = functools.partial(ec_client_update, keep_percent=keep_percent, rule=rule,
-                                    regularized=regularized, proximal=True)
   return composer.compose(
-      model_fn, parts.AlgorithmParts(client_update=client_update,
-                                     initial_client_state=error_feedback.zero_accumulator,
-                                     schedule=schedules.tau_schedule(tau, tau_decay)),
+      model_fn, parts.algorithm(proximal_training(regularized),
+                                error_feedback.topk_compressor(keep_percent, rule),
+                                schedules.tau_schedule(tau, tau_decay)),
       client_optimizer=client_optimizer, server_optimizer=server_optimizer)

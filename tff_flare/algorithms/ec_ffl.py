@@ -17,18 +17,32 @@ The round's metrics report `keep_percent` (R'), `local_epochs` (E'), `reference_
 `test_loss`.
 """
 
+import dataclasses
 import collections
-import functools
 from typing import Optional
 
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_flare.algorithms import composer
-from tff_flare.algorithms import ec
 from tff_flare.algorithms import error_feedback
+from tff_flare.algorithms import hyperparameters
+from tff_flare.algorithms import local_training
+from tff_flare.algorithms import model_facts
 from tff_flare.algorithms import parts
+from tff_flare.algorithms import process
 from tff_flare.algorithms import sparsification
+
+
+@dataclasses.dataclass(frozen=True)
+class EcFflParams:
+  """EC-FFL's knobs: the base R and E it adapts."""
+
+  keep_percent: float = sparsification.KEEP_PERCENT.field()
+  local_epochs: int = local_training.LOCAL_EPOCHS.field()
+
+  def __post_init__(self):
+    hyperparameters.check_fields(self)
 
 
 def adaptive_schedule(keep_percent: float, local_epochs: int) -> parts.RoundSchedule:
@@ -77,22 +91,20 @@ def epochs_of(dataset: tf.data.Dataset, data_epochs: int, epochs: tf.Tensor
   return dataset.repeat(tf.cast(epochs, tf.int64))
 
 
-def _ec_ffl_client_update(model, optimizer, server_weights, params, dataset, client_state,
-                          client_input, *, data_epochs, rule):
-  dataset = epochs_of(dataset, data_epochs, params['local_epochs'])
-  return ec.ec_client_update(model, optimizer, server_weights, params, dataset, client_state,
-                             client_input, keep_percent=params['keep_percent'], rule=rule,
-                             regularized=None, proximal=False)
+def adapted_epochs(data_epochs: int) -> parts.LocalTraining:
+  """Plain training over the round's E' passes of the client's batches."""
+  return parts.LocalTraining(
+      dataset=lambda dataset, params: epochs_of(dataset, data_epochs, params['local_epochs']))
 
 
 def build_ec_ffl(
-    model_fn: composer.ModelFn,
+    model_fn: model_facts.ModelFn,
     *,
     keep_percent: float,
     local_epochs: int,
     client_optimizer: tff.learning.optimizers.Optimizer,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
-) -> composer.AlgorithmProcess:
+) -> process.AlgorithmProcess:
   """Builds EC-FFL (see the module docstring); the authors' top-k rule.
 
   Args:
@@ -113,9 +125,9 @@ def build_ec_ffl(
   error_feedback.validate_compression(model_fn, keep_percent, rule)
   if isinstance(local_epochs, bool) or not isinstance(local_epochs, int) or local_epochs < 1:
     raise ValueError(f'local_epochs (the paper\'s E) must be an int >= 1, got {local_epochs!r}.')
-  client_update = functools.partial(_ec_ffl_client_update, data_epochs=local_epochs, rule=rule)
+  # R' from the round's parameters (keep_percent=None), E' passes of the batches.
   return composer.compose(
-      model_fn, parts.AlgorithmParts(client_update=client_update,
-                                     initial_client_state=error_feedback.zero_accumulator,
-                                     schedule=adaptive_schedule(keep_percent, local_epochs)),
+      model_fn, parts.algorithm(adapted_epochs(local_epochs),
+                                error_feedback.topk_compressor(None, rule),
+                                adaptive_schedule(keep_percent, local_epochs)),
       client_optimizer=client_optimizer, server_optimizer=server_optimizer)

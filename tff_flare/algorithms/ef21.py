@@ -17,8 +17,8 @@ Metrics: `entries_sent` counts what is on the wire (nonzeros of `c_i`, or of the
 under the shortcut); `correction_entries` always counts the nonzeros of `c_i`.
 """
 
+import dataclasses
 import collections
-import functools
 from typing import Optional
 
 import tensorflow as tf
@@ -26,11 +26,23 @@ import tensorflow_federated as tff
 
 from tff_flare.algorithms import composer
 from tff_flare.algorithms import error_feedback
-from tff_flare.algorithms import local_training
+from tff_flare.algorithms import hyperparameters
+from tff_flare.algorithms import model_facts
 from tff_flare.algorithms import parts
+from tff_flare.algorithms import process
 from tff_flare.algorithms import sparsification
 
 EF21_STATE = 'ef21_state'
+
+
+@dataclasses.dataclass(frozen=True)
+class Ef21Params:
+  """EF21's knob: the paper's R (N, the population, comes from the run)."""
+
+  keep_percent: float = sparsification.KEEP_PERCENT.field()
+
+  def __post_init__(self):
+    hyperparameters.check_fields(self)
 
 
 def zero_ef21_state(specs) -> collections.OrderedDict:
@@ -62,28 +74,39 @@ def running_mean_of_corrections(total_clients: int) -> parts.Aggregation:
   return parts.Aggregation(initial_state=initial_state, finalize=finalize)
 
 
-def _ef21_client_update(model, optimizer, server_weights, params, dataset, client_state,
-                        client_input, *, keep_percent, rule, dense_state_shortcut):
-  del params, client_input  # EF21 has no penalty and no per-client input.
-  result = local_training.train_locally(model, optimizer, server_weights, dataset)
-  state = client_state[EF21_STATE]
-  innovation = [d - g for d, g in zip(local_training.model_delta(result, server_weights),
-                                      state)]
-  split = sparsification.sparsify(innovation, keep_percent, rule)
-  correction = split.sent
-  new_state = [g + c for g, c in zip(state, correction)]
-  message = new_state if dense_state_shortcut else correction
-  return parts.ClientOutput(
-      message=message,
-      client_state=collections.OrderedDict([(EF21_STATE, new_state)]),
-      counters=collections.OrderedDict(
-          entries_sent=(sparsification.count_nonzero(message) if dense_state_shortcut
-                        else split.num_sent),
-          correction_entries=split.num_sent))
+def ef21_compressor(keep_percent: float, rule: sparsification.TopKRule, *,
+                    dense_state_shortcut: bool, total_clients: Optional[int]
+                    ) -> parts.Compressor:
+  """EF21's client side (`c = TopK(d - g)`, `g <- g + c`) with its server aggregation."""
+
+  def compress(delta, client_state, params, client_input, num_examples):
+    del params, client_input, num_examples
+    state = client_state[EF21_STATE]
+    split = sparsification.sparsify([d - g for d, g in zip(delta, state)], keep_percent, rule)
+    correction = split.sent
+    new_state = [g + c for g, c in zip(state, correction)]
+    message = new_state if dense_state_shortcut else correction
+    return parts.ClientOutput(
+        message=message,
+        client_state=collections.OrderedDict([(EF21_STATE, new_state)]),
+        counters=collections.OrderedDict(
+            entries_sent=(sparsification.count_nonzero(message) if dense_state_shortcut
+                          else split.num_sent),
+            correction_entries=split.num_sent))
+
+  if dense_state_shortcut:
+    aggregation = parts.weighted_mean()
+  else:
+    if total_clients is None:
+      raise ValueError('EF21 without the dense-state shortcut needs total_clients (the N of '
+                       "the server's running mean of client states).")
+    aggregation = running_mean_of_corrections(total_clients)
+  return parts.Compressor(compress=compress, initial_state=zero_ef21_state,
+                          aggregation=aggregation)
 
 
 def build_ef21(
-    model_fn: composer.ModelFn,
+    model_fn: model_facts.ModelFn,
     *,
     keep_percent: float,
     client_optimizer: tff.learning.optimizers.Optimizer,
@@ -91,7 +114,7 @@ def build_ef21(
     dense_state_shortcut: bool = False,
     rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
-) -> composer.AlgorithmProcess:
+) -> process.AlgorithmProcess:
   """Builds EF21.
 
   Args:
@@ -112,17 +135,7 @@ def build_ef21(
     ValueError: for an out-of-range `keep_percent`, or a missing/invalid `total_clients`.
   """
   error_feedback.validate_compression(model_fn, keep_percent, rule)
-  if dense_state_shortcut:
-    aggregation = parts.weighted_mean()
-  else:
-    if total_clients is None:
-      raise ValueError('EF21 without the dense-state shortcut needs total_clients (the N of '
-                       "the server's running mean of client states).")
-    aggregation = running_mean_of_corrections(total_clients)
-  client_update = functools.partial(_ef21_client_update, keep_percent=keep_percent, rule=rule,
-                                    dense_state_shortcut=dense_state_shortcut)
-  return composer.compose(
-      model_fn, parts.AlgorithmParts(client_update=client_update,
-                                     initial_client_state=zero_ef21_state,
-                                     aggregation=aggregation),
-      client_optimizer=client_optimizer, server_optimizer=server_optimizer)
+  compressor = ef21_compressor(keep_percent, rule, dense_state_shortcut=dense_state_shortcut,
+                               total_clients=total_clients)
+  return composer.compose(model_fn, parts.algorithm(parts.LocalTraining(), compressor),
+                          client_optimizer=client_optimizer, server_optimizer=server_optimizer)

@@ -1,18 +1,22 @@
-"""Error feedback, the toolbox of EC, EC+FedProx, EC-FFL and FLARE: the client's accumulator.
+"""Top-k error feedback, the compressor of EC, EC+FedProx, EC-FFL and FLARE.
 
 A client keeps an accumulator `a` (zero at the start, shaped like the model's trainable
 weights). Each round it adds its local delta, sends the top-k of the sum and keeps the rest
 (`docs/faithfulness.md` R4):
 
     u = delta + a,   y = TopK_R(u),   a <- u - y.
+
+`topk_compressor(keep_percent)` is this as a `parts.Compressor`; with `keep_percent=None` it
+takes R from the round's parameters (`params['keep_percent']`, EC-FFL's adapted R').
 """
 
 import collections
 from collections.abc import Sequence
+from typing import Optional
 
 import tensorflow as tf
 
-from tff_flare.algorithms import composer
+from tff_flare.algorithms import model_facts
 from tff_flare.algorithms import parts
 from tff_flare.algorithms import sparsification
 
@@ -46,12 +50,25 @@ def compress(delta, accumulator, keep_percent, rule: sparsification.TopKRule
       counters=collections.OrderedDict(entries_sent=split.num_sent))
 
 
+def topk_compressor(keep_percent: Optional[float],
+                    rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS
+                    ) -> parts.Compressor:
+  """Top-k error feedback as a compressor (see the module docstring)."""
+
+  def compress_delta(delta, client_state, params, client_input, num_examples):
+    del client_input, num_examples
+    keep = params['keep_percent'] if keep_percent is None else keep_percent
+    return compress(delta, client_state[ACCUMULATOR], keep, rule)
+
+  return parts.Compressor(compress=compress_delta, initial_state=zero_accumulator)
+
+
 def validate_compression(model_fn, keep_percent: float, rule: sparsification.TopKRule) -> None:
   """Checks `keep_percent` and `rule` against every trainable tensor of the model.
 
   Raises:
     ValueError: an R outside (0, 100], or one the authors' rule cannot apply to a tensor.
   """
-  specs = composer.trainable_specs(model_fn)
-  sparsification.check_rule_fits([s.shape for s in specs], keep_percent, rule,
-                                 composer.trainable_names(model_fn))
+  facts = model_facts.model_facts(model_fn)
+  sparsification.check_rule_fits([s.shape for s in facts.specs], keep_percent, rule,
+                                 facts.names)

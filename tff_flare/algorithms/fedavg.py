@@ -6,33 +6,23 @@ R2). It keeps no client state. It equals EC with R = 100 under the exact-k rule,
 `build_unweighted_fed_avg` with the same client optimizer and server SGD(lr=1).
 """
 
-import collections
 from typing import Optional
 
 import tensorflow_federated as tff
 
 from tff_flare.algorithms import composer
-from tff_flare.algorithms import local_training
+from tff_flare.algorithms import model_facts
 from tff_flare.algorithms import parts
-from tff_flare.algorithms import sparsification
-
-
-def _fedavg_client_update(model, optimizer, server_weights, params, dataset, client_state,
-                          client_input):
-  del params, client_state, client_input  # FedAvg has no penalty, state or input.
-  result = local_training.train_locally(model, optimizer, server_weights, dataset)
-  delta = local_training.model_delta(result, server_weights)
-  return parts.ClientOutput(
-      message=delta,
-      counters=collections.OrderedDict(entries_sent=sparsification.count_nonzero(delta)))
+from tff_flare.algorithms import process
 
 
 def build_fedavg(
-    model_fn: composer.ModelFn,
+    model_fn: model_facts.ModelFn,
     *,
     client_optimizer: tff.learning.optimizers.Optimizer,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
-) -> composer.AlgorithmProcess:
+) -> process.AlgorithmProcess:
   """Builds FedAvg with an unweighted mean (its clients keep no state)."""
-  return composer.compose(model_fn, parts.AlgorithmParts(client_update=_fedavg_client_update),
+  return composer.compose(model_fn, parts.algorithm(parts.LocalTraining(),
+                                                    parts.no_compression()),
                           client_optimizer=client_optimizer, server_optimizer=server_optimizer)

@@ -15,40 +15,55 @@ The server adds the unweighted mean of the `y_i` (SGD, lr 1). With `tau = 0` FLA
 wherever the two-model switch cannot matter (one local step, no momentum, or the switch off).
 """
 
+import dataclasses
 from collections.abc import Callable
-import functools
 from typing import Optional, Union
 
 import tensorflow_federated as tff
 
 from tff_flare.algorithms import composer
 from tff_flare.algorithms import error_feedback
+from tff_flare.algorithms import hyperparameters
 from tff_flare.algorithms import local_training
+from tff_flare.algorithms import model_facts
 from tff_flare.algorithms import parts
+from tff_flare.algorithms import process
 from tff_flare.algorithms import regularizers
 from tff_flare.algorithms import schedules
 from tff_flare.algorithms import sparsification
 
 
-def _flare_client_update(model, optimizer, server_weights, params, dataset, client_state,
-                         client_input, *, keep_percent, rule, regularized, mask_percentile,
-                         reg_steps, restart_optimizer_after_reg_steps):
-  del client_input  # FLARE takes no per-client input.
-  accumulator = client_state[error_feedback.ACCUMULATOR]
-  masks = regularizers.flare_masks(accumulator, regularized, mask_percentile)
-  targets = [s + a for s, a in zip(server_weights.trainable, accumulator)]
-  tau = params['tau']
-  result = local_training.train_locally(
-      model, optimizer, server_weights, dataset,
-      penalty_gradient_fn=lambda w: regularizers.flare_penalty_gradient(w, targets, masks, tau),
-      penalized_steps=reg_steps,
-      restart_optimizer_after_penalty=restart_optimizer_after_reg_steps)
-  return error_feedback.compress(local_training.model_delta(result, server_weights),
-                                 accumulator, keep_percent, rule)
+@dataclasses.dataclass(frozen=True)
+class FlareParams:
+  """FLARE's knobs (the paper's R, TAU, c, t and p), checked when built."""
+
+  keep_percent: float = sparsification.KEEP_PERCENT.field()
+  tau: float = schedules.TAU.field()
+  tau_decay: float = schedules.TAU_DECAY.field()
+  mask_percentile: float = regularizers.MASK_PERCENTILE.field()
+  reg_steps: Union[int, str, None] = local_training.REG_STEPS.field()
+
+  def __post_init__(self):
+    hyperparameters.check_fields(self)
+
+
+def flare_pull(*, regularized, mask_percentile, reg_steps,
+               restart_optimizer_after_reg_steps) -> parts.LocalTraining:
+  """FLARE's local training: the masked L1 pull toward `s + a` on the first p steps."""
+
+  def penalty(server_weights, client_state, params):
+    accumulator = client_state[error_feedback.ACCUMULATOR]
+    masks = regularizers.flare_masks(accumulator, regularized, mask_percentile)
+    targets = [s + a for s, a in zip(server_weights.trainable, accumulator)]
+    tau = params['tau']
+    return (lambda w: regularizers.flare_penalty_gradient(w, targets, masks, tau), reg_steps,
+            restart_optimizer_after_reg_steps)
+
+  return parts.LocalTraining(penalty=penalty)
 
 
 def build_flare(
-    model_fn: composer.ModelFn,
+    model_fn: model_facts.ModelFn,
     *,
     keep_percent: float,
     client_optimizer: tff.learning.optimizers.Optimizer,
@@ -60,7 +75,7 @@ def build_flare(
     rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS,
     is_regularized: Optional[Callable[[str], bool]] = None,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
-) -> composer.AlgorithmProcess:
+) -> process.AlgorithmProcess:
   """Builds FLARE.
 
   Args:
@@ -90,14 +105,12 @@ def build_flare(
   regularizers.validate_percentile(mask_percentile)
   local_training.validate_penalized_steps(reg_steps)
   error_feedback.validate_compression(model_fn, keep_percent, rule)
-  client_update = functools.partial(
-      _flare_client_update, keep_percent=keep_percent, rule=rule,
-      regularized=regularizers.regularized_tensor_flags(composer.trainable_names(model_fn),
+  training = flare_pull(
+      regularized=regularizers.regularized_tensor_flags(model_facts.model_facts(model_fn).names,
                                                         is_regularized),
       mask_percentile=mask_percentile, reg_steps=reg_steps,
       restart_optimizer_after_reg_steps=restart_optimizer_after_reg_steps)
   return composer.compose(
-      model_fn, parts.AlgorithmParts(client_update=client_update,
-                                     initial_client_state=error_feedback.zero_accumulator,
-                                     schedule=schedules.tau_schedule(tau, tau_decay)),
+      model_fn, parts.algorithm(training, error_feedback.topk_compressor(keep_percent, rule),
+                                schedules.tau_schedule(tau, tau_decay)),
       client_optimizer=client_optimizer, server_optimizer=server_optimizer)

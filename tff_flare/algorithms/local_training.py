@@ -31,6 +31,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_flare.algorithms import batches
+from tff_flare.algorithms import hyperparameters
 
 # Maps the current trainable weights (a list of tensors) to the penalty's gradient.
 PenaltyGradientFn = Callable[[list[tf.Tensor]], list[tf.Tensor]]
@@ -45,6 +46,13 @@ def validate_penalized_steps(steps: Any, name: str = 'reg_steps') -> None:
   if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
     raise ValueError(f"{name} (the paper's p) must be an int >= 0 or '{ALL_STEPS}' (every "
                      f'step), got {steps!r}.')
+
+
+REG_STEPS = hyperparameters.Knob(
+    None, "p: FLARE's regularized local steps, an int or 'all' (default: the task's).",
+    validate_penalized_steps)
+LOCAL_EPOCHS = hyperparameters.Knob(1, 'E: local epochs (the client datasets repeat E times).',
+                                    hyperparameters.check_int('local_epochs', 1))
 
 
 class LocalTrainingResult(NamedTuple):

@@ -21,6 +21,7 @@ needs the unmasked mean delta at the server, which a deployment would not send; 
 simulation instrument and does not touch the model update.
 """
 
+import dataclasses
 import collections
 from collections.abc import Callable, Sequence
 import enum
@@ -34,8 +35,10 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_flare.algorithms import composer
-from tff_flare.algorithms import local_training
+from tff_flare.algorithms import hyperparameters
+from tff_flare.algorithms import model_facts
 from tff_flare.algorithms import parts
+from tff_flare.algorithms import process
 from tff_flare.algorithms import sparsification
 
 
@@ -59,6 +62,35 @@ def validate_keep_probability(keep_probability: float) -> None:
   if (isinstance(keep_probability, bool) or not isinstance(keep_probability, (int, float))
       or not math.isfinite(keep_probability) or not 0.0 < keep_probability <= 1.0):
     raise ValueError(f'keep probability q must be in (0, 1], got {keep_probability!r}.')
+
+
+def check_weighting(weighting) -> None:
+  try:
+    Weighting(weighting)
+  except ValueError as e:
+    raise ValueError(f'Unknown mask_weighting {weighting!r}; known: '
+                     f'{", ".join(w.value for w in Weighting)}.') from e
+
+
+KEEP_PROBABILITY = hyperparameters.Knob(0.5, 'mask_*: the keep probability q of update '
+                                        'masking, in (0, 1].', validate_keep_probability)
+MASK_WEIGHTING = hyperparameters.Knob('uniform', 'mask_*: aggregation weights p_k: uniform or '
+                                      'num_examples.', check_weighting)
+NUM_MASK_DRAWS = hyperparameters.Knob(0, 'mask_*: fresh mask draws per mode and round for the '
+                                      'empirical variances.',
+                                      hyperparameters.check_int('num_mask_draws', 0))
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskingParams:
+  """Update masking's knobs: q, the aggregation weights, the empirical draws."""
+
+  keep_probability: float = KEEP_PROBABILITY.field()
+  mask_weighting: str = MASK_WEIGHTING.field()
+  num_mask_draws: int = NUM_MASK_DRAWS.field()
+
+  def __post_init__(self):
+    hyperparameters.check_fields(self)
 
 
 def client_key(client_id: str) -> int:
@@ -120,14 +152,19 @@ def _squared_norm(tensors) -> tf.Tensor:
 
 def _masking_noise_draws(delta, masked, keep_probability, round_seed, client_key, mode,
                          num_draws):
-  """Per tensor, `[num_draws, *shape]` noises `(m/q - 1) * delta` of the mode's fresh draws."""
+  """Per tensor, `[num_draws, *shape]` noises `(m/q - 1) * delta` of the mode's fresh draws.
+
+  One `tf.map_fn` over the draw indices 1..num_draws (int32, as a Python int draw index
+  folds into the seed), so the graph does not grow with `num_draws`.
+  """
   shapes = [d.shape for d in delta]
-  draws = []
-  for draw in range(1, num_draws + 1):
+
+  def noise_of_draw(draw):
     masks = _masks_for(mode, shapes, masked, keep_probability, round_seed, client_key, draw)
-    draws.append([sent - d for sent, d in zip(apply_masks(delta, masks, keep_probability),
-                                               delta)])
-  return [tf.stack(per_tensor) for per_tensor in zip(*draws)]
+    return [sent - d for sent, d in zip(apply_masks(delta, masks, keep_probability), delta)]
+
+  return tf.map_fn(noise_of_draw, tf.range(1, num_draws + 1, dtype=tf.int32),
+                   fn_output_signature=[tf.TensorSpec(d.shape, d.dtype) for d in delta])
 
 
 def _round_seed_schedule(seed: int) -> parts.RoundSchedule:
@@ -149,18 +186,15 @@ def _round_seed_schedule(seed: int) -> parts.RoundSchedule:
                              advance=advance)
 
 
-def _masking_client_update(model, optimizer, server_weights, params, dataset, client_state,
-                           client_input, *, mask_mode, masked, keep_probability,
-                           num_mask_draws, weighting):
-  """One client's round: local training, masking, and its survival statistics."""
+def _mask_delta(delta, client_state, params, client_input, num_examples, *, mask_mode, masked,
+                keep_probability, num_mask_draws, weighting):
+  """One client's masking of its delta, and its survival statistics."""
   del client_state  # Masked FedAvg keeps no client state.
-  result = local_training.train_locally(model, optimizer, server_weights, dataset)
-  delta = local_training.model_delta(result, server_weights)
   shapes = [d.shape for d in delta]
   round_seed = params['round_seed']
   masks = _masks_for(mask_mode, shapes, masked, keep_probability, round_seed, client_input,
                      APPLIED_DRAW)
-  weight = (tf.cast(result.num_examples, tf.float32) if weighting == Weighting.NUM_EXAMPLES
+  weight = (tf.cast(num_examples, tf.float32) if weighting == Weighting.NUM_EXAMPLES
             else None)
   weight32 = tf.constant(1.0, tf.float32) if weight is None else weight
   masked_delta = [d for d, flag in zip(delta, masked) if flag]
@@ -187,7 +221,7 @@ def _masking_client_update(model, optimizer, server_weights, params, dataset, cl
 
 
 def build_masked_fedavg(
-    model_fn: composer.ModelFn,
+    model_fn: model_facts.ModelFn,
     *,
     keep_probability: float,
     mask_mode: MaskMode,
@@ -197,7 +231,7 @@ def build_masked_fedavg(
     is_masked: Optional[Callable[[str], bool]] = None,
     num_mask_draws: int = 0,
     seed: int = 0,
-) -> composer.AlgorithmProcess:
+) -> process.AlgorithmProcess:
   """Builds FedAvg with update masking and the survival measurement.
 
   Args:
@@ -226,11 +260,11 @@ def build_masked_fedavg(
   if isinstance(num_mask_draws, bool) or not isinstance(num_mask_draws, int) or (
       num_mask_draws < 0):
     raise ValueError(f'num_mask_draws must be an int >= 0, got {num_mask_draws!r}.')
-  names = composer.trainable_names(model_fn)
+  names = model_facts.model_facts(model_fn).names
   masked = [True if is_masked is None else bool(is_masked(n)) for n in names]
-  client_update = functools.partial(
-      _masking_client_update, mask_mode=mask_mode, masked=masked,
-      keep_probability=keep_probability, num_mask_draws=num_mask_draws, weighting=weighting)
+  compress = functools.partial(
+      _mask_delta, mask_mode=mask_mode, masked=masked, keep_probability=keep_probability,
+      num_mask_draws=num_mask_draws, weighting=weighting)
 
   def server_metrics(statistics, weight_sum):
     mean_delta = [tf.math.divide_no_nan(t, weight_sum) for t in statistics['weighted_delta']]
@@ -240,14 +274,13 @@ def build_masked_fedavg(
     return collections.OrderedDict(survival=survival_metrics(
         mean_delta, statistics['sums'], mean_noises, keep_probability))
 
+  compressor = parts.Compressor(
+      compress=compress, server_metrics=server_metrics,
+      client_inputs=parts.ClientInputs(
+          spec=tf.TensorSpec([], tf.int64),
+          from_client_ids=lambda ids: [client_key(cid) for cid in ids]))
   return composer.compose(
-      model_fn, parts.AlgorithmParts(
-          client_update=client_update,
-          client_inputs=parts.ClientInputs(
-              spec=tf.TensorSpec([], tf.int64),
-              from_client_ids=lambda ids: [client_key(cid) for cid in ids]),
-          schedule=_round_seed_schedule(seed),
-          server_metrics=server_metrics),
+      model_fn, parts.algorithm(parts.LocalTraining(), compressor, _round_seed_schedule(seed)),
       client_optimizer=client_optimizer, server_optimizer=server_optimizer)
 
 

@@ -1,9 +1,18 @@
 """What an algorithm supplies to the composer: plain TensorFlow functions, no TFF wiring.
 
 Every algorithm of this project (FLARE, EC, EC+FedProx, EC-FFL, EF21, FedAvg, update
-masking) is an `AlgorithmParts`: a client update, an optional client state, optional
-per-client inputs, a round schedule held at the server, an aggregation and optional server
-metrics. `composer.compose` wires the parts into a TFF iterative process; the in-process
+masking, QSGD with error feedback) is an `AlgorithmParts`: a client update, an optional
+client state, optional per-client inputs, a round schedule held at the server, an
+aggregation and optional server metrics.
+
+Most are made of two parts, as TFF separates client work from aggregation and pfl-research
+adds postprocessors: a `LocalTraining` (plain, or with a penalty from the server weights,
+the client's state and the round's parameters) and a `Compressor` (what the client sends of
+its delta and what it keeps: `compress(delta, state, params, input) -> ClientOutput`, with its
+own state, aggregation and server metrics). `algorithm(training, compressor, schedule)`
+makes the parts: FLARE is `LocalTraining(flare_pull)` + top-k error feedback, EC plain
+training + the same feedback, EF21 and update masking their own compressors. A new
+compressor is one module (`qsgd` shows one). `composer.compose` wires the parts into a TFF iterative process; the in-process
 executor (`tff_flare.execution.inprocess`) runs the very same functions without TFF's runtime.
 So an algorithm is written once and both ways of running it compute the same arithmetic.
 
@@ -25,6 +34,9 @@ from typing import Any, Optional
 
 import attrs
 import tensorflow as tf
+
+from tff_flare.algorithms import local_training
+from tff_flare.algorithms import sparsification
 
 # client_update(model, optimizer, server_weights, round_params, dataset, client_state,
 #               client_input) -> ClientOutput; called inside a `tf.function`.
@@ -141,3 +153,84 @@ class AlgorithmParts:
   schedule: RoundSchedule = attrs.field(factory=round_counter)
   aggregation: Aggregation = attrs.field(factory=weighted_mean)
   server_metrics: Optional[Callable[[Any, tf.Tensor], Any]] = None
+
+
+# The pieces of `LocalTraining.penalty`'s answer: the penalty's gradient on the current
+# weights, how many leading steps carry it (an int, `local_training.ALL_STEPS`), and whether
+# the optimizer restarts after them (the authors' two-model switch).
+Penalty = tuple[local_training.PenaltyGradientFn, Any, bool]
+
+
+@attrs.frozen
+class LocalTraining:
+  """How a client trains before it compresses its delta (`local_training.train_locally`).
+
+  Attributes:
+    penalty: `(server_weights, client_state, params) -> Penalty`, or None for plain training.
+    dataset: `(dataset, params) -> dataset` to train on (EC-FFL's adapted epochs), or None.
+  """
+
+  penalty: Optional[Callable[[Any, Any, Any], Penalty]] = None
+  dataset: Optional[Callable[[Any, Any], Any]] = None
+
+
+@attrs.frozen
+class Compressor:
+  """What a client sends of its model delta, and what it keeps for the next rounds.
+
+  Attributes:
+    compress: `(delta, client_state, params, client_input, num_examples) -> ClientOutput`:
+      the message (list of tensors shaped like the weights), the client's new state, the
+      counters (`entries_sent` at least: the nonzero entries sent), and optionally a weight
+      and statistics. Called inside a `tf.function`.
+    initial_state: `list[tf.TensorSpec] -> state` of a new client, or None (stateless).
+    aggregation: how the server turns the summed messages into the update.
+    client_inputs: per-client inputs the compressor takes (a mask key, say), or None.
+    server_metrics: `(statistics_sum, weight_sum) -> OrderedDict`, or None.
+  """
+
+  compress: Callable[..., 'ClientOutput']
+  initial_state: Optional[Callable[[Sequence[tf.TensorSpec]], Any]] = None
+  aggregation: Aggregation = attrs.field(factory=weighted_mean)
+  client_inputs: Optional[ClientInputs] = None
+  server_metrics: Optional[Callable[[Any, tf.Tensor], Any]] = None
+
+
+def _dense(delta, client_state, params, client_input, num_examples) -> ClientOutput:
+  del client_state, params, client_input, num_examples
+  return ClientOutput(message=list(delta), counters=collections.OrderedDict(
+      entries_sent=sparsification.count_nonzero(delta)))
+
+
+def no_compression() -> Compressor:
+  """The dense delta, as FedAvg sends it (no state)."""
+  return Compressor(compress=_dense)
+
+
+def client_update(training: LocalTraining, compressor: Compressor) -> ClientUpdateFn:
+  """The client's round: `training` from the server weights, then `compressor` on the delta."""
+
+  def update(model, optimizer, server_weights, params, dataset, client_state, client_input):
+    if training.dataset is not None:
+      dataset = training.dataset(dataset, params)
+    penalty_gradient_fn, penalized_steps, restart = None, local_training.ALL_STEPS, False
+    if training.penalty is not None:
+      penalty_gradient_fn, penalized_steps, restart = training.penalty(server_weights,
+                                                                       client_state, params)
+    result = local_training.train_locally(
+        model, optimizer, server_weights, dataset, penalty_gradient_fn=penalty_gradient_fn,
+        penalized_steps=penalized_steps, restart_optimizer_after_penalty=restart)
+    return compressor.compress(local_training.model_delta(result, server_weights), client_state,
+                               params, client_input, result.num_examples)
+
+  return update
+
+
+def algorithm(training: LocalTraining, compressor: Compressor,
+              schedule: Optional[RoundSchedule] = None) -> AlgorithmParts:
+  """The parts of an algorithm made of a local training and a compressor."""
+  return AlgorithmParts(
+      client_update=client_update(training, compressor),
+      initial_client_state=compressor.initial_state, client_inputs=compressor.client_inputs,
+      schedule=schedule or round_counter(), aggregation=compressor.aggregation,
+      server_metrics=compressor.server_metrics)

@@ -1,92 +1,166 @@
-"""Every algorithm by name: one line each, from one set of hyperparameters.
+"""Every algorithm by name: one row each, its parameters' class and its builder.
 
-  process = registry.build('flare', model_fn, registry.Hyperparameters(client_optimizer=...))
+  hparams = registry.Hyperparameters(client_optimizer=..., keep_percent=0.01)
+  process = registry.build('flare', model_fn, hparams)
 
-A new algorithm is a module (its `AlgorithmParts` and builder, see `composer`) plus one line
-in `ALGORITHMS`.
+A row is an `Algorithm`: the frozen dataclass of the knobs the algorithm takes
+(`flare.FlareParams`, each field a `hyperparameters.Knob` with its default, help and check)
+and `build(model_fn, params, context)`. `Hyperparameters` holds the run's values of every
+knob (defaults from the knobs themselves) and what comes from the run rather than from a knob
+(`Context`: the client optimizer, the population, which tensors are regularized, the seed).
+The experiment configuration and the flags are made from the same knobs
+(`experiment.config`), so a new algorithm is its module plus one row here.
 """
 
 from collections.abc import Callable
 import dataclasses
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
+import attrs
 import tensorflow_federated as tff
 
-from tff_flare.algorithms import composer
 from tff_flare.algorithms import ec
 from tff_flare.algorithms import ec_ffl
 from tff_flare.algorithms import ef21
 from tff_flare.algorithms import fedavg
 from tff_flare.algorithms import flare
 from tff_flare.algorithms import masking
+from tff_flare.algorithms import model_facts
+from tff_flare.algorithms import process
+from tff_flare.algorithms import qsgd
 from tff_flare.algorithms import tff_baselines
 
 
 @dataclasses.dataclass(frozen=True)
-class Hyperparameters:
-  """The hyperparameters any algorithm may take; each algorithm reads the ones it needs.
+class NoParams:
+  """An algorithm without knobs of its own (FedAvg)."""
+
+
+@attrs.frozen
+class Context:
+  """What a builder takes from the run, not from a knob.
 
   Attributes:
     client_optimizer: the local optimizer (re-initialized by every client every round).
-    keep_percent: R, percent of each tensor's entries a client sends.
-    tau, tau_decay: TAU and c of FLARE's pull and EC+FedProx's proximal term.
-    mask_percentile: t, FLARE's mask percentile.
-    reg_steps: p, FLARE's regularized local steps (int, or 'all').
-    local_epochs: E, the local epochs the client datasets hold (EC-FFL adapts it).
     total_clients: N, the population EF21's server mean covers.
     is_regularized: predicate on a variable name (FLARE, EC+FedProx); None: every tensor.
-    tff_fedprox_strength: TFF FedProx's proximal strength.
-    keep_probability, mask_weighting, num_mask_draws, seed: update masking's q, weights,
-      empirical draws and base seed.
+    seed: the run's seed (update masking's round seeds).
   """
 
   client_optimizer: tff.learning.optimizers.Optimizer
-  keep_percent: float = 0.001
-  tau: float = 0.05
-  tau_decay: float = 1.1
-  mask_percentile: float = 50.0
-  reg_steps: Union[int, str] = 1
-  local_epochs: int = 1
   total_clients: int = 10
   is_regularized: Optional[Callable[[str], bool]] = None
-  tff_fedprox_strength: float = 0.01
-  keep_probability: float = 0.5
-  mask_weighting: str = 'uniform'
-  num_mask_draws: int = 0
   seed: int = 0
 
-  def pick(self, *names: str) -> dict[str, Any]:
-    return {name: getattr(self, name) for name in names}
+
+Builder = Callable[[model_facts.ModelFn, Any, Context], process.AlgorithmProcess]
 
 
-Builder = Callable[[composer.ModelFn, Hyperparameters], composer.AlgorithmProcess]
-_EC = ('keep_percent', 'client_optimizer')
-_PROX = _EC + ('tau', 'tau_decay', 'is_regularized')
-_MASK = ('client_optimizer', 'keep_probability', 'num_mask_draws', 'seed')
+@attrs.frozen
+class Algorithm:
+  """A registry row: the parameters' class and the builder."""
 
-ALGORITHMS: dict[str, Builder] = {
-    'flare': lambda m, h: flare.build_flare(m, **h.pick(*_PROX, 'mask_percentile', 'reg_steps')),
-    'ec': lambda m, h: ec.build_ec(m, **h.pick(*_EC)),
-    'ec_fedprox': lambda m, h: ec.build_ec_fedprox(m, **h.pick(*_PROX)),
-    'ec_ffl': lambda m, h: ec_ffl.build_ec_ffl(m, **h.pick(*_EC, 'local_epochs')),
-    'ef21': lambda m, h: ef21.build_ef21(m, **h.pick(*_EC, 'total_clients')),
-    'ef21_dense': lambda m, h: ef21.build_ef21(m, dense_state_shortcut=True, **h.pick(*_EC)),
-    'fedavg': lambda m, h: fedavg.build_fedavg(m, **h.pick('client_optimizer')),
-    'mask_none': lambda m, h: masking.build_masked_fedavg(
-        m, mask_mode='none', weighting=h.mask_weighting, **h.pick(*_MASK)),
-    'mask_independent': lambda m, h: masking.build_masked_fedavg(
-        m, mask_mode='independent', weighting=h.mask_weighting, **h.pick(*_MASK)),
-    'mask_synchronized': lambda m, h: masking.build_masked_fedavg(
-        m, mask_mode='synchronized', weighting=h.mask_weighting, **h.pick(*_MASK)),
-    'tff_fedavg': lambda m, h: tff_baselines.build_tff_fedavg(m, **h.pick('client_optimizer')),
-    'tff_fedprox': lambda m, h: tff_baselines.build_tff_fedprox(
-        m, proximal_strength=h.tff_fedprox_strength, **h.pick('client_optimizer')),
+  params: type
+  build: Builder
+
+
+def _given(params) -> dict:
+  """The params as builder keywords; None (the task's default, unset) leaves the builder's."""
+  return {k: v for k, v in dataclasses.asdict(params).items() if v is not None}
+
+
+def _masked(mode: str) -> Algorithm:
+  return Algorithm(masking.MaskingParams, lambda m, p, c: masking.build_masked_fedavg(
+      m, mask_mode=mode, keep_probability=p.keep_probability, weighting=p.mask_weighting,
+      num_mask_draws=p.num_mask_draws, seed=c.seed, client_optimizer=c.client_optimizer))
+
+
+ALGORITHMS: dict[str, Algorithm] = {
+    'flare': Algorithm(flare.FlareParams, lambda m, p, c: flare.build_flare(
+        m, **_given(p), client_optimizer=c.client_optimizer, is_regularized=c.is_regularized)),
+    'ec': Algorithm(ec.EcParams, lambda m, p, c: ec.build_ec(
+        m, **_given(p), client_optimizer=c.client_optimizer)),
+    'ec_fedprox': Algorithm(ec.EcFedProxParams, lambda m, p, c: ec.build_ec_fedprox(
+        m, **_given(p), client_optimizer=c.client_optimizer, is_regularized=c.is_regularized)),
+    'ec_ffl': Algorithm(ec_ffl.EcFflParams, lambda m, p, c: ec_ffl.build_ec_ffl(
+        m, **_given(p), client_optimizer=c.client_optimizer)),
+    'ef21': Algorithm(ef21.Ef21Params, lambda m, p, c: ef21.build_ef21(
+        m, **_given(p), client_optimizer=c.client_optimizer, total_clients=c.total_clients)),
+    'ef21_dense': Algorithm(ef21.Ef21Params, lambda m, p, c: ef21.build_ef21(
+        m, **_given(p), client_optimizer=c.client_optimizer, dense_state_shortcut=True)),
+    'fedavg': Algorithm(NoParams, lambda m, p, c: fedavg.build_fedavg(
+        m, client_optimizer=c.client_optimizer)),
+    'mask_none': _masked('none'),
+    'mask_independent': _masked('independent'),
+    'mask_synchronized': _masked('synchronized'),
+    'qsgd_ef': Algorithm(qsgd.QsgdParams, lambda m, p, c: qsgd.build_qsgd_ef(
+        m, **_given(p), client_optimizer=c.client_optimizer)),
+    'tff_fedavg': Algorithm(NoParams, lambda m, p, c: tff_baselines.build_tff_fedavg(
+        m, client_optimizer=c.client_optimizer)),
+    'tff_fedprox': Algorithm(tff_baselines.TffFedProxParams, lambda m, p, c: (
+        tff_baselines.build_tff_fedprox(m, proximal_strength=p.tff_fedprox_strength,
+                                        client_optimizer=c.client_optimizer))),
 }
 NAMES = tuple(ALGORITHMS)
 
 
-def build(name: str, model_fn: composer.ModelFn,
-          hyperparameters: Hyperparameters) -> composer.AlgorithmProcess:
+def knob_fields() -> dict[str, dataclasses.Field]:
+  """Every knob of every algorithm, by name (one field each: the knobs are shared).
+
+  Raises:
+    ValueError: two algorithms declaring one knob name with different defaults or help.
+  """
+  fields: dict[str, dataclasses.Field] = {}
+  for name, algorithm in ALGORITHMS.items():
+    for field in dataclasses.fields(algorithm.params):
+      known = fields.setdefault(field.name, field)
+      if (known.default, dict(known.metadata)) != (field.default, dict(field.metadata)):
+        raise ValueError(f'Knob {field.name} of {name} differs from its other declaration.')
+  return fields
+
+
+KNOB_NAMES = tuple(knob_fields())
+
+
+class Hyperparameters:
+  """The run's value of every knob (defaults: the knobs'), and its `Context`.
+
+  Args:
+    client_optimizer, total_clients, is_regularized, seed: the `Context`.
+    **knobs: values by knob name (`KNOB_NAMES`); the others keep their knob's default.
+
+  Raises:
+    ValueError: an unknown knob name.
+  """
+
+  def __init__(self, client_optimizer: tff.learning.optimizers.Optimizer, *,
+               total_clients: int = 10, is_regularized: Optional[Callable[[str], bool]] = None,
+               seed: int = 0, **knobs):
+    unknown = sorted(set(knobs) - set(KNOB_NAMES))
+    if unknown:
+      raise ValueError(f'Unknown hyperparameters {unknown}; known: {", ".join(KNOB_NAMES)}.')
+    self.context = Context(client_optimizer=client_optimizer, total_clients=total_clients,
+                           is_regularized=is_regularized, seed=seed)
+    self.knobs = dict(knobs)
+
+  def params(self, name: str):
+    """Algorithm `name`'s parameters (checked: `ValueError` for a value its knob refuses)."""
+    params_class = ALGORITHMS[name].params
+    return params_class(**{f.name: self.knobs[f.name]
+                           for f in dataclasses.fields(params_class) if f.name in self.knobs})
+
+  def __getattr__(self, name: str):
+    if name in ('context', 'knobs'):
+      raise AttributeError(name)
+    if hasattr(self.context, name):
+      return getattr(self.context, name)
+    if name in KNOB_NAMES:
+      return self.knobs.get(name, knob_fields()[name].default)
+    raise AttributeError(name)
+
+
+def build(name: str, model_fn: model_facts.ModelFn,
+          hyperparameters: Hyperparameters) -> process.AlgorithmProcess:
   """The process of algorithm `name`.
 
   Raises:
@@ -94,4 +168,5 @@ def build(name: str, model_fn: composer.ModelFn,
   """
   if name not in ALGORITHMS:
     raise ValueError(f'Unknown algorithm {name!r}; known: {", ".join(NAMES)}.')
-  return ALGORITHMS[name](model_fn, hyperparameters)
+  algorithm = ALGORITHMS[name]
+  return algorithm.build(model_fn, hyperparameters.params(name), hyperparameters.context)

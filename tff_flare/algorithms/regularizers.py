@@ -23,6 +23,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
+from tff_flare.algorithms import hyperparameters
 from tff_flare.algorithms import selection
 
 
@@ -44,6 +45,11 @@ def validate_percentile(mask_percentile: float) -> None:
   if (isinstance(mask_percentile, bool) or not isinstance(mask_percentile, (int, float))
       or not 0.0 <= mask_percentile <= 100.0):
     raise ValueError(f'mask_percentile (the paper\'s t) must be in [0, 100], got {mask_percentile}.')
+
+
+MASK_PERCENTILE = hyperparameters.Knob(
+    50.0, "t: FLARE's mask keeps the entries whose |accumulator| exceeds this percentile.",
+    validate_percentile)
 
 
 def percentile_index(num_elements: int, mask_percentile: float) -> int:

@@ -16,16 +16,30 @@ import math
 
 import tensorflow as tf
 
+from tff_flare.algorithms import hyperparameters
 from tff_flare.algorithms import parts
 
 
 def validate_tau(tau: float, tau_decay: float) -> None:
   """Raises `ValueError` for `tau < 0` or `tau_decay <= 0` (or non-finite values)."""
+  check_tau(tau)
+  check_tau_decay(tau_decay)
+
+
+def check_tau(tau: float) -> None:
   if not _is_number(tau) or not math.isfinite(tau) or tau < 0:
     raise ValueError(f'tau (the paper\'s TAU) must be a finite number >= 0, got {tau!r}.')
+
+
+def check_tau_decay(tau_decay: float) -> None:
   if not _is_number(tau_decay) or not math.isfinite(tau_decay) or tau_decay <= 0:
     raise ValueError(
         f'tau_decay (the paper\'s c) must be a finite number > 0, got {tau_decay!r}.')
+
+
+TAU = hyperparameters.Knob(0.05, 'TAU: the pull (FLARE) / proximal (EC+FedProx) strength '
+                           'before decay.', check_tau)
+TAU_DECAY = hyperparameters.Knob(1.1, 'c: round r uses TAU / c**(r+1).', check_tau_decay)
 
 
 def _is_number(value) -> bool:

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from tff_flare.algorithms import hyperparameters
 from tff_flare.algorithms import selection
 
 
@@ -52,6 +53,11 @@ def validate_keep_percent(keep_percent: float) -> None:
     raise ValueError(
         f'keep_percent must be in (0, 100] (a percentage: 0.001 keeps 0.001% of entries), '
         f'got {keep_percent}.')
+
+
+KEEP_PERCENT = hyperparameters.Knob(
+    0.001, "R: percent of each tensor's entries a client sends (the authors' rule keeps "
+    'rne(R/100 n) + 1 of n).', validate_keep_percent)
 
 
 def authors_cut_rank(num_elements: int, keep_percent: float) -> int:

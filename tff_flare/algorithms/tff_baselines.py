@@ -9,28 +9,47 @@ which TFF's processes do not expose). They have no `RoundFunctions`, so they run
 on TFF's runtime whatever the execution mode.
 """
 
+import dataclasses
 import collections
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_flare.algorithms import composer
+from tff_flare.algorithms import hyperparameters
+from tff_flare.algorithms import model_facts
+from tff_flare.algorithms import process as process_lib
+from tff_flare.algorithms import round_functions
 from tff_flare.algorithms import sparsification
 
 
-def build_tff_fedavg(model_fn: composer.ModelFn, *,
+TFF_FEDPROX_STRENGTH = hyperparameters.Knob(
+    0.01, "TFF FedProx's proximal strength (its mu: mu/2 ||w - s||^2, constant).",
+    hyperparameters.check_number('tff_fedprox_strength', 0.0))
+
+
+@dataclasses.dataclass(frozen=True)
+class TffFedProxParams:
+  """TFF FedProx's knob."""
+
+  tff_fedprox_strength: float = TFF_FEDPROX_STRENGTH.field()
+
+  def __post_init__(self):
+    hyperparameters.check_fields(self)
+
+
+def build_tff_fedavg(model_fn: model_facts.ModelFn, *,
                      client_optimizer: tff.learning.optimizers.Optimizer
-                     ) -> composer.AlgorithmProcess:
+                     ) -> process_lib.AlgorithmProcess:
   """`tff.learning.algorithms.build_unweighted_fed_avg` with server SGD(lr=1)."""
   return _adapt(tff.learning.algorithms.build_unweighted_fed_avg(
       model_fn, client_optimizer_fn=client_optimizer,
-      server_optimizer_fn=composer.default_server_optimizer()), model_fn)
+      server_optimizer_fn=round_functions.default_server_optimizer()), model_fn)
 
 
-def build_tff_fedprox(model_fn: composer.ModelFn, *,
+def build_tff_fedprox(model_fn: model_facts.ModelFn, *,
                       client_optimizer: tff.learning.optimizers.Optimizer,
-                      proximal_strength: float) -> composer.AlgorithmProcess:
+                      proximal_strength: float) -> process_lib.AlgorithmProcess:
   """`tff.learning.algorithms.build_unweighted_fed_prox` with server SGD(lr=1).
 
   TFF's term is `proximal_strength / 2 * ||w - s||^2` with a constant strength, unlike the
@@ -38,13 +57,13 @@ def build_tff_fedprox(model_fn: composer.ModelFn, *,
   """
   return _adapt(tff.learning.algorithms.build_unweighted_fed_prox(
       model_fn, proximal_strength=proximal_strength, client_optimizer_fn=client_optimizer,
-      server_optimizer_fn=composer.default_server_optimizer()), model_fn)
+      server_optimizer_fn=round_functions.default_server_optimizer()), model_fn)
 
 
 def _adapt(process: tff.learning.templates.LearningProcess,
-           model_fn: composer.ModelFn) -> composer.AlgorithmProcess:
+           model_fn: model_facts.ModelFn) -> process_lib.AlgorithmProcess:
   """`process` with this project's `next(state, data, client_states, client_inputs)`."""
-  num_parameters = sum(int(s.shape.num_elements()) for s in composer.trainable_specs(model_fn))
+  num_parameters = model_facts.model_facts(model_fn).num_parameters
   state_type = process.initialize.type_signature.result
   data_type = process.next.type_signature.parameter[1]
   empty = tff.FederatedType(tff.StructType([]), tff.CLIENTS)
@@ -74,10 +93,10 @@ def _adapt(process: tff.learning.templates.LearningProcess,
         train=output.metrics.client_work.train,
         communication=tff.federated_map(communication, num_clients),
         finalizer=output.metrics.finalizer))
-    return composer.RoundOutput(state=output.state, metrics=metrics,
+    return process_lib.RoundOutput(state=output.state, metrics=metrics,
                                 client_states=client_states)
 
-  return composer.AlgorithmProcess(
+  return process_lib.AlgorithmProcess(
       process.initialize, next_fn, initial_client_state=initial_client_state,
       get_model_weights=process.get_model_weights,
       set_model_weights=process.set_model_weights, num_trainable_parameters=num_parameters)

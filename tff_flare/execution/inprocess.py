@@ -34,7 +34,9 @@ from typing import Any, Optional
 import numpy as np
 import tensorflow as tf
 
-from tff_flare.algorithms import composer
+from tff_flare.algorithms import model_facts
+from tff_flare.algorithms import process as process_lib
+from tff_flare.algorithms import round_functions
 from tff_flare.algorithms import selection
 
 
@@ -70,7 +72,7 @@ class ResettableModel:
     model: the `tff.learning.models.VariableModel`.
   """
 
-  def __init__(self, model_fn: composer.ModelFn):
+  def __init__(self, model_fn: model_facts.ModelFn):
     created = []
 
     def record(next_creator, **kwargs):
@@ -93,7 +95,7 @@ class ResettableModel:
 class _ClientWorker:
   """One thread's model and compiled client work."""
 
-  def __init__(self, functions: composer.RoundFunctions):
+  def __init__(self, functions: round_functions.RoundFunctions):
     model = ResettableModel(functions.model_fn)
 
     @tf.function
@@ -118,7 +120,7 @@ class InProcessProcess:
     num_threads: clients trained at once (default: the number of CPUs).
   """
 
-  def __init__(self, process: composer.AlgorithmProcess, num_threads: Optional[int] = None):
+  def __init__(self, process: process_lib.AlgorithmProcess, num_threads: Optional[int] = None):
     if process.round_functions is None:
       raise ValueError('This process has no RoundFunctions (e.g. TFF\'s own algorithms); it '
                        "runs on TFF's runtime only.")
@@ -161,7 +163,7 @@ class InProcessProcess:
     return _to_numpy(self._record(_to_tensors(state), tf.constant(loss, tf.float32)))
 
   def next(self, state, client_data: Sequence[tf.data.Dataset], client_states: Sequence[Any],
-           client_inputs: Sequence[Any]) -> composer.RoundOutput:
+           client_inputs: Sequence[Any]) -> process_lib.RoundOutput:
     """One round on these clients; the same result as the TFF process's `next`."""
     if not len(client_data) == len(client_states) == len(client_inputs):
       raise ValueError(f'{len(client_data)} datasets, {len(client_states)} client states and '
@@ -191,7 +193,7 @@ class InProcessProcess:
     # The server and client states stay tensors: copying 145 MB of FC weights out to numpy
     # and back in would cost more than the round's arithmetic on them (`np.asarray` reads a
     # tensor without a copy, for checkpoints).
-    return composer.RoundOutput(state=new_state, metrics=_to_numpy(metrics),
+    return process_lib.RoundOutput(state=new_state, metrics=_to_numpy(metrics),
                                 client_states=[o['client_state'] for o in outputs])
 
   def _take_worker(self) -> _ClientWorker:

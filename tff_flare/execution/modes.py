@@ -24,7 +24,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any, Optional, Protocol
 
-from tff_flare.algorithms import composer
+from tff_flare.algorithms import process as process_lib
 from tff_flare.execution import inprocess
 from tff_flare.execution import remote
 from tff_flare.execution import workers
@@ -36,26 +36,47 @@ class BoundProcess(Protocol):
   """A process's methods, as one execution mode runs them."""
 
   def initialize(self) -> Any: ...
-  def next(self, state, client_data, client_states, client_inputs) -> composer.RoundOutput: ...
+  def next(self, state, client_data, client_states, client_inputs) -> process_lib.RoundOutput: ...
   def get_model_weights(self, state) -> Any: ...
   def set_model_weights(self, state, model_weights) -> Any: ...
   def initial_client_state(self) -> Any: ...
   def record_test_loss(self, state, loss: float) -> Any: ...
 
 
+def next_in_phases(process: process_lib.AlgorithmProcess, state, client_data, client_states,
+                   client_inputs) -> process_lib.RoundOutput:
+  """`process.next(...)`, run as its two `RoundPhases`.
+
+  TFF 0.87's mergeable context returns the CLIENTS-placed results of its subrounds in the
+  order the subrounds finish, not in client order: each output carries its client's position
+  and is put back in place here.
+  """
+  num_clients = len(client_data)
+  outputs = process.phases.client_phase(state, client_data, client_states, client_inputs,
+                                        list(range(num_clients)))
+  outputs = sorted(outputs, key=lambda o: int(o['client_index']))
+  indices = [int(o['client_index']) for o in outputs]
+  if indices != list(range(num_clients)):
+    raise RuntimeError(f'The client phase returned outputs of clients {indices}, expected '
+                       f'each of 0..{num_clients - 1} once.')
+  new_state, metrics = process.phases.server_phase(state, [o['summable'] for o in outputs])
+  return process_lib.RoundOutput(state=new_state, metrics=metrics,
+                                 client_states=[o['client_state'] for o in outputs])
+
+
 class _OnTff:
   """A process on the installed TFF context (its `next`, or its two phases)."""
 
-  def __init__(self, process: composer.AlgorithmProcess, use_phases: bool):
+  def __init__(self, process: process_lib.AlgorithmProcess, use_phases: bool):
     self._process = process
     self._use_phases = use_phases and process.phases is not None
 
   def initialize(self):
     return self._process.initialize()
 
-  def next(self, state, client_data, client_states, client_inputs) -> composer.RoundOutput:
-    if self._use_phases:  # Each client trains once (see `composer.RoundPhases`).
-      return composer.next_in_phases(self._process, state, list(client_data),
+  def next(self, state, client_data, client_states, client_inputs) -> process_lib.RoundOutput:
+    if self._use_phases:  # Each client trains once (see `process.RoundPhases`).
+      return next_in_phases(self._process, state, list(client_data),
                                      list(client_states), list(client_inputs))
     return self._process.next(state, list(client_data), list(client_states),
                               list(client_inputs))
@@ -88,10 +109,10 @@ class Execution:
   def __exit__(self, *exc) -> None:
     self._stack.close()
 
-  def bind(self, process: composer.AlgorithmProcess) -> BoundProcess:
+  def bind(self, process: process_lib.AlgorithmProcess) -> BoundProcess:
     raise NotImplementedError
 
-  def where(self, process: composer.AlgorithmProcess) -> str:
+  def where(self, process: process_lib.AlgorithmProcess) -> str:
     """Where this mode runs `process`, in words (for logs and summaries)."""
     raise NotImplementedError
 
@@ -114,10 +135,10 @@ class LocalExecution(Execution):
     self.stats = context.stats
     return self
 
-  def bind(self, process: composer.AlgorithmProcess) -> BoundProcess:
+  def bind(self, process: process_lib.AlgorithmProcess) -> BoundProcess:
     return _OnTff(process, use_phases=False)
 
-  def where(self, process: composer.AlgorithmProcess) -> str:
+  def where(self, process: process_lib.AlgorithmProcess) -> str:
     return "TFF's local runtime"
 
 
@@ -138,10 +159,10 @@ class RemoteExecution(Execution):
     self.stats = context.stats
     return self
 
-  def bind(self, process: composer.AlgorithmProcess) -> BoundProcess:
+  def bind(self, process: process_lib.AlgorithmProcess) -> BoundProcess:
     return _OnTff(process, use_phases=True)
 
-  def where(self, process: composer.AlgorithmProcess) -> str:
+  def where(self, process: process_lib.AlgorithmProcess) -> str:
     return f'{len(self.addresses)} TFF workers ({", ".join(self.addresses)})'
 
 
@@ -162,7 +183,7 @@ class InProcessExecution(Execution):
       bound.close()
     super().__exit__(*exc)
 
-  def bind(self, process: composer.AlgorithmProcess) -> BoundProcess:
+  def bind(self, process: process_lib.AlgorithmProcess) -> BoundProcess:
     if process.runs_only_on_tff:
       if self._local is None:
         self._local = self._stack.enter_context(LocalExecution(self._timeout_s))
@@ -171,7 +192,7 @@ class InProcessExecution(Execution):
     self._bound.append(bound)
     return bound
 
-  def where(self, process: composer.AlgorithmProcess) -> str:
+  def where(self, process: process_lib.AlgorithmProcess) -> str:
     if process.runs_only_on_tff:
       return "TFF's local runtime (TFF's own algorithm: it cannot run in-process)"
     return 'in-process'

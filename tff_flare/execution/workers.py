@@ -105,6 +105,11 @@ class LoopbackWorkers:
         return True
     return False
 
+  def pid(self, index: int) -> Optional[int]:
+    """The process id of worker `index`, None when it is not started."""
+    process = self._processes[index]
+    return None if process is None else process.pid
+
   def death(self, index: int) -> Optional[str]:
     """How worker `index` ended, if it has (e.g. 'killed by signal 9'); None while it runs."""
     process = self._processes[index]

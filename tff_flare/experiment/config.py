@@ -18,17 +18,12 @@ import math
 import os
 import pathlib
 from collections.abc import Sequence
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
-from tff_flare.algorithms import local_training
-from tff_flare.algorithms import masking
-from tff_flare.algorithms import regularizers
+from tff_flare.algorithms import hyperparameters
 from tff_flare.algorithms import registry as algorithms
-from tff_flare.algorithms import schedules
-from tff_flare.algorithms import sparsification
 from tff_flare.execution import modes
 from tff_flare.simulation import sampling
-from tff_flare.tasks import data_sources
 from tff_flare.tasks import partitions
 from tff_flare.tasks import registry as tasks
 
@@ -42,49 +37,80 @@ class ConfigError(ValueError):
   """A configuration that cannot run, or that does not match the run it would resume."""
 
 
-@dataclasses.dataclass
-class ExperimentConfig:
-  """One experiment. `None` means the task's default (the authors' configuration)."""
+_ = hyperparameters.setting  # A field that is not an algorithm's knob, with its help text.
 
-  output_dir: str
-  task: str = 'digits_demo'
-  algorithms: Sequence[str] = ('flare', 'ec', 'fedavg')
-  rounds: int = 10
-  total_clients: Optional[int] = None
-  num_clients: Optional[int] = None
-  clients_per_round: Optional[int] = None
-  client_sampling: str = 'uniform'
-  keep_percent: float = 0.001
-  tau: float = 0.05
-  tau_decay: float = 1.1
-  mask_percentile: float = 50.0
-  reg_steps: Union[int, str, None] = None  # 'all': every local step.
-  local_epochs: int = 1
-  batch_size: Optional[int] = None  # 0: the whole client as one batch.
-  learning_rate: Optional[float] = None
-  momentum: Optional[float] = None
-  eval_every: int = 10
-  checkpoint_every: int = 10
-  seed: int = 0
-  model_seed: Optional[int] = None  # None: the authors' seeding of the task's model.
-  double_softmax: Optional[bool] = None  # mnist_cnn: False for the fixed CNN.
-  source: Optional[str] = None
-  data_path: Optional[str] = None
-  data_dir: Optional[str] = None
-  partition: Optional[str] = None
-  alpha: float = 1.0
-  ratio: float = 100.0
-  text_evaluation: str = 'authors'  # Shakespeare: 'authors' (2 batches) or 'full'.
-  tff_fedprox_strength: float = 0.01
-  keep_probability: float = 0.5
-  mask_weighting: str = 'uniform'
-  num_mask_draws: int = 0
-  client_state_storage: str = 'memory'  # 'disk': files under <output_dir>/client_states.
-  execution: str = 'local'
-  workers: Sequence[str] = ()
-  worker_timeout_s: float = 60.0
-  client_threads: Optional[int] = None  # In-process: clients trained at once.
-  allow_nonfinite_rounds: bool = False
+
+@dataclasses.dataclass
+class Settings:
+  """What a run sets besides the algorithms' knobs. `None`: the task's default (the
+  authors' configuration)."""
+
+  output_dir: str = _(None, 'Where results and checkpoints go.')
+  task: str = _('digits_demo', f'Task: {", ".join(tasks.TASK_NAMES)}.')
+  algorithms: Sequence[str] = _(('flare', 'ec', 'fedavg'), 'Algorithms to run side by side: '
+                                f'{", ".join(algorithms.NAMES)}.')
+  rounds: int = _(10, 'Rounds of training.')
+  total_clients: Optional[int] = _(None, 'Clients the data is split into (task default).')
+  num_clients: Optional[int] = _(None, 'Clients in use, the first of the split (task '
+                                 'default).')
+  clients_per_round: Optional[int] = _(None, 'Clients sampled each round (client '
+                                       'unavailability); default: all clients in use.')
+  client_sampling: str = _('uniform', f'How clients are sampled: {", ".join(sampling.SAMPLERS)} '
+                           "(python_random: the authors' random.Random(seed).sample stream).")
+  batch_size: Optional[int] = _(None, 'Local batch size (task default; 0: full batch).')
+  learning_rate: Optional[float] = _(None, 'Client SGD learning rate (task default).')
+  momentum: Optional[float] = _(None, 'Client SGD momentum (task default).')
+  eval_every: int = _(10, 'Evaluate every this many rounds.')
+  checkpoint_every: int = _(10, 'Save program state every this many rounds.')
+  seed: int = _(0, 'Seed of partitions, client sampling and masks.')
+  model_seed: Optional[int] = _(None, "Seed of the model's initializers (default: the "
+                                "authors' seeding: the CNN's GlorotNormal(seed=0); FC, VGG and "
+                                'GRU unseeded).')
+  double_softmax: Optional[bool] = _(None, "mnist_cnn: --nodouble_softmax drops the authors' "
+                                     'second softmax (the fixed CNN; default: the authors\' '
+                                     'model).')
+  source: Optional[str] = _(None, 'Data source: keras, tfds, npz, imagefolder (images); tff, '
+                            'text (Shakespeare); task default if unset.')
+  data_path: Optional[str] = _(None, 'File or folder of a local source.')
+  data_dir: Optional[str] = _(None, 'TFDS data directory.')
+  partition: Optional[str] = _(None, 'Partition: contiguous, iid, dirichlet, quantity_skew, '
+                               'class_imbalance (task default).')
+  alpha: float = _(1.0, 'Dirichlet concentration.')
+  ratio: float = _(100.0, 'quantity_skew: largest / smallest client.')
+  text_evaluation: str = _('authors', "shakespeare_gru's test set: authors (2 batches of 8 x "
+                           '100 characters, newly shuffled at every evaluation) or full (every '
+                           'test client).')
+  client_state_storage: str = _('memory', "Where the driver keeps the clients' states: memory, "
+                                'or disk (.npy files under <output_dir>/client_states, read '
+                                'memory-mapped) when they do not fit.')
+  execution: str = _('local', "local: TFF's local runtime (a worker_binary subprocess); "
+                     "inprocess: this Python process, no TFF runtime (TFF's own algorithms "
+                     "still run on TFF's local runtime); remote: the TFF workers of --workers "
+                     '(start each with python -m experiments.worker --port=PORT).')
+  workers: Sequence[str] = _((), "With --execution=remote: host:port of each worker; a round's "
+                             'clients are split over them.')
+  worker_timeout_s: float = _(60.0, 'Seconds a TFF worker may be unreachable (at start, or '
+                              'during a round while TFF retries) before the run stops with an '
+                              'error naming it; a local worker that dies ends it at once.')
+  client_threads: Optional[int] = _(None, 'With --execution=inprocess: clients trained at once '
+                                    '(default: the number of CPUs).')
+  allow_nonfinite_rounds: bool = _(False, 'Go on after a round in which an algorithm diverged '
+                                   '(by default the run stops there).')
+
+
+# One experiment: the settings and every algorithm's knobs (`algorithms.registry`), each
+# declared once, where it belongs (`tff_flare.algorithms.hyperparameters`).
+ExperimentConfig = dataclasses.make_dataclass(
+    'ExperimentConfig',
+    [(name, Any, field) for name, field in algorithms.knob_fields().items()],
+    bases=(Settings,))
+ExperimentConfig.__doc__ = """One experiment: the `Settings` and every algorithm's knob."""
+ExperimentConfig.__module__ = __name__
+
+
+# The settings that are task options (`tasks.registry.TaskSpec.options`).
+_TASK_OPTIONS = ('source', 'data_path', 'data_dir', 'total_clients', 'partition', 'alpha',
+                 'ratio', 'batch_size', 'double_softmax', 'text_evaluation')
 
 
 def _check(condition: bool, message: str) -> None:
@@ -108,6 +134,7 @@ def validate(config: ExperimentConfig) -> None:
 
 
 def _validate(config: ExperimentConfig) -> None:
+  _check(bool(config.output_dir), 'output_dir is required (where results and checkpoints go).')
   _check(bool(config.algorithms), 'algorithms is empty: name at least one of '
          f'{", ".join(algorithms.NAMES)}.')
   unknown = [a for a in config.algorithms if a not in algorithms.NAMES]
@@ -120,14 +147,8 @@ def _validate(config: ExperimentConfig) -> None:
     value = getattr(config, field.name)
     if isinstance(value, float):
       _check(math.isfinite(value), f'{field.name} must be a finite number, got {value}.')
-  sparsification.validate_keep_percent(config.keep_percent)
-  schedules.validate_tau(config.tau, config.tau_decay)
-  regularizers.validate_percentile(config.mask_percentile)
-  if config.reg_steps is not None:
-    local_training.validate_penalized_steps(config.reg_steps)
-  masking.validate_keep_probability(config.keep_probability)
-  masking.Weighting(config.mask_weighting)
-  for name in ('rounds', 'local_epochs', 'eval_every', 'checkpoint_every'):
+  hyperparameters.check_fields(config)  # Every knob's own check, once.
+  for name in ('rounds', 'eval_every', 'checkpoint_every'):
     value = getattr(config, name)
     _check(_is_int(value) and value >= 1, f'{name} must be an int >= 1, got {value!r}.')
   for name in ('total_clients', 'num_clients', 'clients_per_round'):
@@ -138,34 +159,25 @@ def _validate(config: ExperimentConfig) -> None:
          f'seed must be an int >= 0, got {config.seed!r}.')
   _check(config.model_seed is None or (_is_int(config.model_seed) and config.model_seed >= 0),
          f'model_seed must be an int >= 0, got {config.model_seed!r}.')
-  _check(_is_int(config.num_mask_draws) and config.num_mask_draws >= 0,
-         f'num_mask_draws must be an int >= 0, got {config.num_mask_draws!r}.')
   _check(config.batch_size is None or (_is_int(config.batch_size) and config.batch_size >= 0),
          f'batch_size must be an int >= 0 (0: full batch), got {config.batch_size!r}.')
   if config.learning_rate is not None:
     _check(config.learning_rate > 0, f'learning_rate must be > 0, got {config.learning_rate}.')
   if config.momentum is not None:
     _check(0 <= config.momentum < 1, f'momentum must be in [0, 1), got {config.momentum}.')
-  _check(config.tff_fedprox_strength >= 0,
-         f'tff_fedprox_strength must be >= 0, got {config.tff_fedprox_strength}.')
   if config.partition is not None:
     _check(config.partition in partitions.PARTITIONS,
            f'Unknown partition {config.partition!r}; known: {", ".join(partitions.PARTITIONS)}.')
   _check(config.alpha > 0, f'alpha must be > 0, got {config.alpha}.')
-  _check(config.double_softmax is None or config.task in tasks.DOUBLE_SOFTMAX_TASKS,
-         f'double_softmax applies to {", ".join(tasks.DOUBLE_SOFTMAX_TASKS)} only, not '
-         f'{config.task}.')
   _check(config.text_evaluation in tasks.TEXT_EVALUATIONS,
          f'Unknown text_evaluation {config.text_evaluation!r}; known: '
          f'{", ".join(tasks.TEXT_EVALUATIONS)}.')
   _check(config.ratio >= 1, f'ratio (largest / smallest client) must be >= 1, got {config.ratio}.')
-  if config.source is not None:
-    known = (data_sources.TEXT_SOURCES if config.task == 'shakespeare_gru' else
-             data_sources.IMAGE_SOURCES)
-    if config.task == 'digits_demo':
-      known = ()
-    _check(config.source in known, f'Unknown source {config.source!r} for task '
-           f'{config.task}; known: {", ".join(known) or "none (the data ships with scikit-learn)"}.')
+  # An option the task would ignore is refused (the task table says what each takes).
+  defaults = {f.name: f.default for f in dataclasses.fields(Settings)}
+  tasks.check_options(config.task, {
+      name: getattr(config, name) for name in _TASK_OPTIONS
+      if getattr(config, name) != defaults[name]})
   _check(config.client_state_storage in CLIENT_STATE_STORAGES,
          f'Unknown client_state_storage {config.client_state_storage!r}; known: '
          f'{", ".join(CLIENT_STATE_STORAGES)}.')

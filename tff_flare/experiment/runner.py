@@ -52,22 +52,21 @@ def build_task(config: config_lib.ExperimentConfig) -> tasks.Task:
 
 def hyperparameters(config: config_lib.ExperimentConfig,
                     task: tasks.Task) -> algorithms.Hyperparameters:
-  """The algorithms' hyperparameters: the configuration's, else the task's defaults."""
+  """The algorithms' hyperparameters: every knob's configured value (the task's default where
+  the configuration leaves it None), and the run's context."""
   task_defaults = task.hparams
   learning_rate = (config.learning_rate if config.learning_rate is not None else
                    task_defaults['learning_rate'])
   momentum = config.momentum if config.momentum is not None else task_defaults['momentum']
+  knobs = {name: getattr(config, name) for name in algorithms.KNOB_NAMES}
+  for name, value in knobs.items():
+    if value is None and name in task_defaults:
+      knobs[name] = task_defaults[name]
   return algorithms.Hyperparameters(
       client_optimizer=tff.learning.optimizers.build_sgdm(learning_rate,
                                                           momentum=momentum or None),
-      keep_percent=config.keep_percent, tau=config.tau, tau_decay=config.tau_decay,
-      mask_percentile=config.mask_percentile,
-      reg_steps=task_defaults['reg_steps'] if config.reg_steps is None else config.reg_steps,
-      local_epochs=config.local_epochs, total_clients=len(task.train_data.client_ids),
-      is_regularized=task_defaults.get('is_regularized'),
-      tff_fedprox_strength=config.tff_fedprox_strength,
-      keep_probability=config.keep_probability, mask_weighting=config.mask_weighting,
-      num_mask_draws=config.num_mask_draws, seed=config.seed)
+      total_clients=len(task.train_data.client_ids),
+      is_regularized=task_defaults.get('is_regularized'), seed=config.seed, **knobs)
 
 
 # Files of the reproduce machinery (`experiments/figures.py`) that may precede a run's own.
@@ -89,6 +88,11 @@ def _check_output_dir(config: config_lib.ExperimentConfig, checkpoint_rounds: li
           f'{output} is not empty ({", ".join(foreign[:3])}{", ..." if len(foreign) > 3 else ""}) '
           f'and holds no run of this project (no {CONFIG_FILE}): use a new or empty '
           '--output_dir.')
+  if not checkpoint_rounds and (output / 'metrics.csv').exists():
+    raise config_lib.ConfigError(
+        f'{output} holds the rows of a run but no checkpoint to continue it from (committed '
+        'results keep none): starting again would write over them. Use another '
+        '--output_dir.')
   if checkpoint_rounds and max(checkpoint_rounds) > config.rounds:
     raise config_lib.ConfigError(
         f'{output} holds a run checkpointed after {max(checkpoint_rounds)} rounds; '
@@ -172,8 +176,7 @@ def _run(config, task, processes, execution, record, log) -> dict:
     state_dir = (output / 'client_states' / name if config.client_state_storage == 'disk'
                  else None)
     run = loop.AlgorithmRun(name, process, execution, client_state_dir=state_dir,
-                            initial_weights=runs[0].model_weights() if runs else None,
-                            evaluate=evaluate)
+                            initial_weights=runs[0].model_weights() if runs else None)
     runs.append(run)
   log(f'Execution: {execution.name}. ' + '; '.join(f'{run.name} on {run.where}' for run in runs)
       + '.')
@@ -189,7 +192,10 @@ def _run(config, task, processes, execution, record, log) -> dict:
                                           config.client_sampling)
   csv = tff.program.CSVFileReleaseManager(output / 'metrics.csv', key_fieldname='round')
   collected = hooks_lib.CollectRows()
-  hooks = [hooks_lib.Evaluation(evaluate, config.eval_every),
+  hooks = [hooks_lib.Evaluation(evaluate, config.eval_every)]
+  if any(run.process.uses_test_loss for run in runs):  # EC-FFL, reusing the evaluation.
+    hooks.append(hooks_lib.TestLossFeedback(evaluate))
+  hooks += [
            hooks_lib.ReleaseRows([csv, tff.program.TensorBoardReleaseManager(
                output / 'tensorboard')], final_managers=[csv])]
   if not config.allow_nonfinite_rounds:

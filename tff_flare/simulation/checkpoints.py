@@ -23,8 +23,9 @@ import shutil
 from typing import Optional
 
 import numpy as np
-import tensorflow as tf
 import tensorflow_federated as tff
+
+from tff_flare.simulation import loop
 
 KEEP_TOTAL = 2
 _CLIENTS_PREFIX = 'client_states_'
@@ -64,28 +65,24 @@ class Checkpoints:
     self._runs = runs
     self._client_ids = list(client_ids)
 
-  def _program_state(self, round_num: int, with_clients: bool = False):
+  def _program_state(self, round_num: int, with_clients: bool = False, snapshots=None):
     """The round and the server states; `with_clients`: the clients too (the old layout)."""
     state = collections.OrderedDict(round=np.int64(round_num))
     for run in self._runs:
-      state[run.name] = collections.OrderedDict(
-          server=[np.asarray(t) for t in tf.nest.flatten(run.state)])
-      if with_clients:
-        state[run.name]['clients'] = self._old_client_arrays(run)
+      snapshot = (snapshots or {}).get(run.name) or run.snapshot([])
+      state[run.name] = collections.OrderedDict(server=list(snapshot.server))
+      if with_clients:  # The old layout's placeholder for no client state.
+        state[run.name]['clients'] = (run.snapshot(self._client_ids).clients
+                                      if run.has_client_state else [np.zeros([0], np.float32)])
     return state
 
   def _stateful_runs(self) -> list:
-    return [run for run in self._runs if tf.nest.flatten(run.store.initial_state)]
-
-  def _old_client_arrays(self, run) -> list[np.ndarray]:
-    if not tf.nest.flatten(run.store.initial_state):
-      return [np.zeros([0], np.float32)]  # The old layout's placeholder for no client state.
-    return run.store.checkpoint_arrays(self._client_ids)
+    return [run for run in self._runs if run.has_client_state]
 
   def _clients_dir(self, version: int) -> pathlib.Path:
     return self._directory / f'{_CLIENTS_PREFIX}{version}'
 
-  def _write_clients(self, version: int) -> None:
+  def _write_clients(self, version: int, snapshots) -> None:
     """Writes every run's client arrays to `client_states_<version>/` (via a temporary)."""
     final = self._clients_dir(version)
     temporary = final.with_name(final.name + '.tmp')
@@ -94,7 +91,7 @@ class Checkpoints:
     for run in self._stateful_runs():
       run_dir = temporary / run.name
       run_dir.mkdir()
-      for i, array in enumerate(run.store.checkpoint_arrays(self._client_ids)):
+      for i, array in enumerate(snapshots[run.name].clients):
         np.save(run_dir / f'{i}.npy', array)
     shutil.rmtree(final, ignore_errors=True)  # Left by a save that did not finish.
     os.replace(temporary, final)
@@ -112,15 +109,17 @@ class Checkpoints:
 
   def save(self, round_num: int) -> None:
     """Checkpoints the state after `round_num` rounds."""
-    self._write_clients(round_num)
-    asyncio.run(self._manager.save(self._program_state(round_num), round_num))
+    snapshots = {run.name: run.snapshot(self._client_ids) for run in self._runs}
+    self._write_clients(round_num, snapshots)
+    asyncio.run(self._manager.save(self._program_state(round_num, snapshots=snapshots),
+                                   round_num))
     retained = self.versions()
     for entry in self._directory.glob(f'{_CLIENTS_PREFIX}*'):
       suffix = entry.name[len(_CLIENTS_PREFIX):]
       if not suffix.isdigit() or int(suffix) not in retained:
         shutil.rmtree(entry, ignore_errors=True)
     for run in self._runs:
-      run.store.commit(round_num, retained)
+      run.checkpointed(round_num, retained)
 
   def _load(self, version: int):
     """The program state of `version` and each run's client arrays, in either layout."""
@@ -149,9 +148,8 @@ class Checkpoints:
     try:
       saved, clients = self._load(version)
       for run in self._runs:
-        run.state = tf.nest.pack_sequence_as(run.state, list(saved[run.name]['server']))
-        if run.name in clients:
-          run.store.restore_checkpoint_arrays(self._client_ids, clients[run.name])
+        run.restore(loop.RunSnapshot(server=list(saved[run.name]['server']),
+                                     clients=clients.get(run.name, [])), self._client_ids)
       return int(saved['round'])
     except Exception as e:  # pylint: disable=broad-except
       earlier = [v for v in versions if v < version]

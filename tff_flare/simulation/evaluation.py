@@ -20,11 +20,11 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_flare.algorithms import batches
-from tff_flare.algorithms import composer
+from tff_flare.algorithms import model_facts
 from tff_flare.execution import inprocess
 
 
-def build_evaluate_fn(model_fn: composer.ModelFn, test_dataset: tf.data.Dataset
+def build_evaluate_fn(model_fn: model_facts.ModelFn, test_dataset: tf.data.Dataset
                       ) -> Callable[[tff.learning.models.ModelWeights], dict]:
   """Returns `evaluate(model_weights) -> {'loss': float, 'accuracy': float, 'num_examples'}`.
 

@@ -41,6 +41,27 @@ class Evaluation(loop.Hook):
       row[run.name]['eval'] = dict(self._evaluate(run.model_weights()))
 
 
+class TestLossFeedback(loop.Hook):
+  """Gives the algorithms that adapt to the test loss (EC-FFL) the loss of their model before
+  every round, reusing the round's evaluation when there is one (place it after
+  `Evaluation`); evaluates otherwise.
+
+  Args:
+    evaluate: `model_weights -> {'loss', ...}` (the runner's test-set evaluation).
+  """
+
+  feeds_test_loss = True  # `loop.run_rounds` refuses an adapting run without this hook.
+
+  def __init__(self, evaluate: loop.EvaluateFn):
+    self._evaluate = evaluate
+
+  def before_round(self, round_num, runs, row) -> None:
+    for run in runs:
+      if run.process.uses_test_loss:
+        evaluation = row[run.name].get('eval') or self._evaluate(run.model_weights())
+        run.record_test_loss(evaluation['loss'])
+
+
 class CollectRows(loop.Hook):
   """Keeps every row (`rows`), the final one included."""
 

@@ -20,15 +20,27 @@ from collections.abc import Callable, Mapping, Sequence
 import time
 from typing import Any, Optional
 
+import attrs
+import numpy as np
+import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_flare.algorithms import composer
+from tff_flare.algorithms import process as process_lib
 from tff_flare.execution import modes
 from tff_flare.execution import remote
 from tff_flare.simulation import client_state
 
 # evaluate(model_weights) -> {'loss': float, 'accuracy': float, ...}
 EvaluateFn = Callable[[Any], Mapping[str, float]]
+
+
+@attrs.frozen
+class RunSnapshot:
+  """An `AlgorithmRun`'s state as arrays: the server state's leaves, and the clients' arrays
+  (`client_state` stores' checkpoint form: every client's arrays, or a disk store's index)."""
+
+  server: list
+  clients: list
 
 
 class AlgorithmRun:
@@ -42,13 +54,14 @@ class AlgorithmRun:
       (`client_state.DiskClientStateStore`) instead of in memory.
     initial_weights: `ModelWeights` to start from instead of the process's own, so that the
       algorithms of a run share one initial model.
-    evaluate: the test-set evaluation, for an algorithm that adapts to the test loss
-      (EC-FFL); its loss is recorded before every round.
+
+  An algorithm that adapts to the test loss (EC-FFL) gets it through `record_test_loss`
+  (the hook `hooks.TestLossFeedback`, which reuses the round's evaluation).
   """
 
-  def __init__(self, name: str, process: composer.AlgorithmProcess,
+  def __init__(self, name: str, process: process_lib.AlgorithmProcess,
                execution: modes.Execution, *, client_state_dir=None,
-               initial_weights=None, evaluate: Optional[EvaluateFn] = None):
+               initial_weights=None):
     self.name = name
     self.process = process
     self.where = execution.where(process)
@@ -58,19 +71,13 @@ class AlgorithmRun:
     else:
       self.store = client_state.DiskClientStateStore(self.bound.initial_client_state,
                                                      client_state_dir)
-    if process.uses_test_loss and evaluate is None:
-      raise ValueError(f'{name} adapts to the test loss: give its run an evaluate function.')
-    self._evaluate = evaluate
     self.state = self.bound.initialize()
     if initial_weights is not None:
       self.state = self.bound.set_model_weights(self.state, initial_weights)
 
   def run_round(self, client_ids: Sequence[str], datasets: Sequence[Any]):
     """Trains one round on these clients; returns the round's metrics."""
-    state = self.state
-    if self.process.uses_test_loss:
-      state = self.bound.record_test_loss(state, self._evaluate(self.model_weights())['loss'])
-    output = self.bound.next(state, list(datasets), self.store.get_many(client_ids),
+    output = self.bound.next(self.state, list(datasets), self.store.get_many(client_ids),
                              self.process.client_inputs(client_ids))
     self.store.update(client_ids, output.client_states)
     self.state = output.state
@@ -78,6 +85,31 @@ class AlgorithmRun:
 
   def model_weights(self):
     return self.bound.get_model_weights(self.state)
+
+  def record_test_loss(self, loss: float) -> None:
+    """Gives an algorithm that adapts to the test loss (EC-FFL) its current model's loss."""
+    self.state = self.bound.record_test_loss(self.state, loss)
+
+  @property
+  def has_client_state(self) -> bool:
+    return bool(tf.nest.flatten(self.store.initial_state))
+
+  def snapshot(self, client_ids: Sequence[str]) -> RunSnapshot:
+    """The run's state as arrays (for a checkpoint): the server's, and every client's of
+    `client_ids` (empty for an algorithm without client state)."""
+    return RunSnapshot(
+        server=[np.asarray(t) for t in tf.nest.flatten(self.state)],
+        clients=self.store.checkpoint_arrays(client_ids) if self.has_client_state else [])
+
+  def restore(self, snapshot: RunSnapshot, client_ids: Sequence[str]) -> None:
+    """The run's state from a `snapshot` (of this algorithm, in any execution mode)."""
+    self.state = tf.nest.pack_sequence_as(self.state, list(snapshot.server))
+    if self.has_client_state:
+      self.store.restore_checkpoint_arrays(client_ids, list(snapshot.clients))
+
+  def checkpointed(self, round_num: int, retained: Sequence[int]) -> None:
+    """A checkpoint after `round_num` is written; `retained` are the rounds still kept."""
+    self.store.commit(round_num, retained)
 
 
 class Hook:
@@ -125,6 +157,10 @@ def run_rounds(runs: Sequence[AlgorithmRun], client_datasets: ClientDatasetsFn,
     execution_stats: the execution's traffic counter, if it has one: each algorithm's row
       then has `bytes_driver_workers`, the bytes its round moved to and from TFF's worker(s).
   """
+  adapting = [run.name for run in runs if run.process.uses_test_loss]
+  if adapting and not any(getattr(hook, 'feeds_test_loss', False) for hook in hooks):
+    raise ValueError(f'{", ".join(adapting)} adapt to the test loss: add a '
+                     'hooks.TestLossFeedback hook to the loop.')
   for round_num in range(start_round, end_round):
     client_ids = sampler(round_num)
     datasets = client_datasets(client_ids, round_num)

@@ -121,17 +121,72 @@ for _depth in (11, 16, 19):
   _IMAGE_TASKS[f'cifar100_vgg{_depth}'] = _ImageTaskSpec(
       'cifar100', _vgg(_depth, 100), (32, 32, 3), 4, 4, 500, 0.01, 0.99, 5)
 
-TASK_NAMES = tuple(sorted(list(_IMAGE_TASKS) + ['shakespeare_gru', 'digits_demo']))
 TEXT_EVALUATIONS = ('authors', 'full')
+
+# What every task takes, and what some do (`TaskSpec.options`).
+COMMON_OPTIONS = ('num_clients', 'epochs', 'seed', 'model_seed')
+_PARTITIONED = ('total_clients', 'partition', 'alpha', 'ratio', 'dominant_fraction',
+                'batch_size')
+_LOCAL_FILES = ('source', 'data_path', 'data_dir')
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+  """A row of the task table: its data sources, its default population, what it takes.
+
+  Attributes:
+    sources: the data sources it reads, the default first; () for data that ships with a
+      library (the demo's digits).
+    num_clients: the clients it uses by default.
+    options: the `build_task` options it honours besides `COMMON_OPTIONS`; any other given
+      is refused (an option a task would ignore is a silent wrong run).
+  """
+
+  sources: tuple[str, ...]
+  num_clients: int
+  options: tuple[str, ...]
+
+
+def _image_task_spec(name: str) -> TaskSpec:
+  spec = _IMAGE_TASKS[name]
+  extra = ('double_softmax',) if name in DOUBLE_SOFTMAX_TASKS else ()
+  return TaskSpec(data_sources.IMAGE_SOURCES, spec.num_clients,
+                  _LOCAL_FILES + _PARTITIONED + extra)
+
+
+TASKS: dict[str, TaskSpec] = dict(
+    {name: _image_task_spec(name) for name in _IMAGE_TASKS},
+    shakespeare_gru=TaskSpec(data_sources.TEXT_SOURCES, 10,
+                             ('source', 'data_path', 'text_evaluation')),
+    digits_demo=TaskSpec((), 10, _PARTITIONED))
+TASK_NAMES = tuple(sorted(TASKS))
 
 
 def default_num_clients(name: str) -> int:
   """The number of clients a task uses by default (before any data is loaded)."""
-  if name in _IMAGE_TASKS:
-    return _IMAGE_TASKS[name].num_clients
-  if name in TASK_NAMES:
-    return 10
-  raise ValueError(f'Unknown task {name!r}; known tasks: {", ".join(TASK_NAMES)}.')
+  if name not in TASKS:
+    raise ValueError(f'Unknown task {name!r}; known tasks: {", ".join(TASK_NAMES)}.')
+  return TASKS[name].num_clients
+
+
+def check_options(name: str, given: dict) -> None:
+  """Raises `ValueError` for an option `name` would ignore (`given`: the ones set)."""
+  if name not in TASKS:
+    raise ValueError(f'Unknown task {name!r}; known tasks: {", ".join(TASK_NAMES)}.')
+  spec = TASKS[name]
+  if 'source' in given and given['source'] not in spec.sources:
+    raise ValueError(f'Unknown source {given["source"]!r} for task {name}; known: '
+                     f'{", ".join(spec.sources) or "none (the data ships with scikit-learn)"}.')
+  ignored = sorted(k for k in given if k not in spec.options + COMMON_OPTIONS)
+  if ignored:
+    raise ValueError(f'{name} does not take {", ".join(ignored)} (it takes '
+                     f'{", ".join(sorted(spec.options + COMMON_OPTIONS))}).')
+  partition = given.get('partition')
+  for option, needs in (('alpha', 'dirichlet'), ('ratio', 'quantity_skew'),
+                        ('dominant_fraction', 'class_imbalance')):
+    if option in given and partition != needs:
+      raise ValueError(f'{option} applies to partition={needs} only (partition is '
+                       f'{partition or "the task default"}).')
 
 
 def build_task(name: str, *, source: str | None = None, data_path: str | None = None,
@@ -169,8 +224,10 @@ def build_task(name: str, *, source: str | None = None, data_path: str | None = 
     ValueError: unknown task name (listing the known ones) or bad options.
     data_sources.DataSourceError: missing or malformed data.
   """
-  if name not in TASK_NAMES:
-    raise ValueError(f'Unknown task {name!r}; known tasks: {", ".join(TASK_NAMES)}.')
+  check_options(name, {k: v for k, v in dict(
+      source=source, data_path=data_path, data_dir=data_dir, total_clients=total_clients,
+      partition=partition, double_softmax=double_softmax, batch_size=batch_size).items()
+                        if v is not None})
   if epochs < 1:
     raise ValueError(f'epochs must be >= 1, got {epochs}.')
   if double_softmax is not None and name not in DOUBLE_SOFTMAX_TASKS:

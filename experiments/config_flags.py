@@ -1,0 +1,86 @@
+"""The binaries' flags, made from the experiment configuration's fields.
+
+Every field of `ExperimentConfig` (its settings and every algorithm's knobs, each declared
+once with its default and help: `tff_flare.algorithms.hyperparameters`) becomes a flag of the
+same name, type, default and help:
+
+  FLAGS = config_flags.define()                      # every field (run_experiment)
+  FLAGS = config_flags.define(['rounds', 'seed'], defaults=dict(rounds=40))    # a subset
+  config = config_lib.ExperimentConfig(**config_flags.values(FLAGS))
+
+Types follow the field: an int, float, bool or str default (or annotation) gives that flag;
+a sequence a list flag (comma-separated); a knob whose default is None (p, `reg_steps`: an
+int or 'all') a string flag read back as an int where it is one.
+"""
+
+from collections.abc import Sequence
+import dataclasses
+import typing
+from typing import Any, Optional
+
+from absl import flags
+
+from tff_flare.algorithms import hyperparameters
+from tff_flare.experiment import config as config_lib
+
+# Fields whose flag is made by the binary itself (required, or not a flag at all).
+NOT_FLAGS = ('output_dir',)
+EXECUTION_FIELDS = ('execution', 'workers', 'worker_timeout_s', 'client_threads')
+
+
+def _kind(field: dataclasses.Field, default: Any) -> str:
+  annotation = field.type
+  if typing.get_origin(annotation) is typing.Union:  # Optional[X]: X.
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    annotation = args[0] if len(args) == 1 else Any
+  for kind, python_type in (('bool', bool), ('integer', int), ('float', float),
+                            ('string', str)):
+    if annotation is python_type or (annotation is Any and type(default) is python_type):
+      return kind
+  if typing.get_origin(annotation) in (Sequence, list, tuple) or isinstance(default, tuple):
+    return 'list'
+  return 'string'
+
+
+def define(names: Optional[Sequence[str]] = None, *, defaults: Optional[dict] = None,
+           flag_values: flags.FlagValues = flags.FLAGS) -> dict[str, flags.FlagHolder]:
+  """Defines a flag per configuration field (`names`, default: all but `NOT_FLAGS`).
+
+  Args:
+    names: the fields to define, in order.
+    defaults: other defaults for some of them (the demo's 40 rounds, say).
+    flag_values: where to define them.
+
+  Returns:
+    `{field name: flag holder}`.
+  """
+  fields = {f.name: f for f in dataclasses.fields(config_lib.ExperimentConfig)}
+  names = [n for n in fields if n not in NOT_FLAGS] if names is None else list(names)
+  holders = {}
+  for name in names:
+    field = fields[name]
+    default = (defaults or {}).get(name, field.default)
+    kind = _kind(field, default)
+    help_text = hyperparameters.help_of(field) or name
+    if kind == 'list':
+      holders[name] = flags.DEFINE_list(name, list(default), help_text, flag_values=flag_values)
+    else:
+      holders[name] = getattr(flags, f'DEFINE_{kind}')(name, default, help_text,
+                                                       flag_values=flag_values)
+  return holders
+
+
+def _value(name: str, holder: flags.FlagHolder):
+  value = holder.value
+  if isinstance(value, list):
+    return tuple(value)
+  if name == 'reg_steps' and isinstance(value, str) and value.strip().lstrip('-').isdigit():
+    return int(value)
+  return value
+
+
+def values(holders: dict[str, flags.FlagHolder], *, only_present: bool = False,
+           flag_values: flags.FlagValues = flags.FLAGS) -> dict:
+  """The flags' values as configuration fields (only those given, with `only_present`)."""
+  return {name: _value(name, holder) for name, holder in holders.items()
+          if not only_present or flag_values[holder.name].present}

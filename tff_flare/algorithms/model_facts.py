@@ -1,0 +1,54 @@
+"""What a process needs to know about its model, read once from one model.
+
+A builder needs the trainable weights' shapes and names (to validate R against each tensor,
+to pick the regularized ones), the composer their TFF types and the model's input spec, and
+the round's metrics a model's metric finalizers. Building a Keras model takes long (seconds
+for the FC or VGG), so `model_facts(model_fn)` builds one model in a `tf.Graph`, reads every
+fact from it and keeps them (one per `model_fn`; a model function is a pure constructor).
+"""
+
+import functools
+from collections.abc import Callable
+
+import attrs
+import tensorflow as tf
+import tensorflow_federated as tff
+
+ModelFn = Callable[[], tff.learning.models.VariableModel]
+
+
+@attrs.frozen
+class ModelFacts:
+  """The facts of a model function (see the module docstring).
+
+  Attributes:
+    specs: the trainable weights' `tf.TensorSpec`s, in order.
+    names: their variable names (e.g. 'dense/kernel:0').
+    num_parameters: the total number of trainable entries.
+    input_spec: the model's `input_spec` (one batch).
+    weights_type: the TFF type of its `ModelWeights`.
+    metrics_model: the model the facts were read from (built in a graph), whose metric
+      finalizers the round's metrics use.
+  """
+
+  specs: tuple[tf.TensorSpec, ...]
+  names: tuple[str, ...]
+  num_parameters: int
+  input_spec: object
+  weights_type: object
+  metrics_model: tff.learning.models.VariableModel
+
+
+@functools.lru_cache(maxsize=32)
+def model_facts(model_fn: ModelFn) -> ModelFacts:
+  """The facts of `model_fn`'s model, read from one model built in a `tf.Graph`."""
+  with tf.Graph().as_default():
+    model = model_fn()
+    variables = model.trainable_variables
+    specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in variables)
+    return ModelFacts(
+        specs=specs, names=tuple(v.name for v in variables),
+        num_parameters=sum(int(s.shape.num_elements()) for s in specs),
+        input_spec=model.input_spec,
+        weights_type=tff.learning.models.weights_type_from_model(model),
+        metrics_model=model)

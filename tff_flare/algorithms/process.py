@@ -1,0 +1,102 @@
+"""The process interface every algorithm of this project has (built by `composer.compose`).
+
+Every process has the same `next`, with per-client state as in TFF's stateful-clients
+example: the states of the round's clients enter `next` as a CLIENTS-placed value and leave
+it as one, and the driver keeps them between rounds (`tff_flare.simulation.client_state`):
+
+  next(state, client_data, client_states, client_inputs)
+      -> RoundOutput(state, metrics, client_states)
+
+`client_states` and `client_inputs` hold one value per client: a state (`()` for an algorithm
+whose clients keep none) and an input such as a mask key (`()` when the algorithm takes none).
+"""
+
+from collections.abc import Sequence
+from typing import Any, Optional
+
+import attrs
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_flare.algorithms import parts as parts_lib
+from tff_flare.algorithms import round_functions as round_functions_lib
+
+
+@attrs.frozen
+class RoundOutput:
+  """What `next` returns: the new server state, the round's metrics, the new client states."""
+
+  state: Any
+  metrics: Any
+  client_states: Any
+
+
+@attrs.frozen
+class RoundPhases:
+  """`next`, cut in two at the aggregation, for TFF's distributed runtime.
+
+  TFF's mergeable execution context splits a computation's clients over workers and merges at
+  the aggregation; a value computed before the aggregation reaches a CLIENTS-placed result
+  only by being computed again after it, so `next` run as one computation would train every
+  client twice to return the new client states. Run as these two, each client trains once.
+  Both are built from the same bodies as `next`.
+
+  Attributes:
+    client_phase: `(state, client_data, client_states, client_inputs, client_indices)` ->
+      CLIENTS-placed `OrderedDict(client_index, client_state, summable)`; no aggregation.
+    server_phase: `(state, summable @CLIENTS) -> (new state, metrics)` @SERVER.
+  """
+
+  client_phase: tff.Computation
+  server_phase: tff.Computation
+
+
+class AlgorithmProcess(tff.templates.IterativeProcess):
+  """An iterative process with this project's `next` (see the module docstring).
+
+  Attributes:
+    initial_client_state: `tff.Computation`, no argument, a new client's state.
+    get_model_weights / set_model_weights: `tff.Computation`s, as in TFF's
+      `LearningProcess`.
+    record_test_loss: `tff.Computation` `(state, loss) -> state`, or None when the algorithm
+      does not adapt to the test loss.
+    num_trainable_parameters: Python int.
+    phases: `RoundPhases` for distributed runs, or None when `next` can run whole there.
+    round_functions: the `RoundFunctions` the process wraps, or None for a process that runs
+      only on TFF's runtime (TFF's own algorithms).
+    runs_only_on_tff: True when `round_functions` is None.
+  """
+
+  def __init__(self, initialize_fn, next_fn, *, initial_client_state, get_model_weights,
+               set_model_weights, num_trainable_parameters: int,
+               client_inputs: Optional[parts_lib.ClientInputs] = None,
+               record_test_loss=None, phases: Optional[RoundPhases] = None,
+               round_functions: Optional[round_functions_lib.RoundFunctions] = None):
+    super().__init__(initialize_fn, next_fn)
+    self.initial_client_state = initial_client_state
+    self.get_model_weights = get_model_weights
+    self.set_model_weights = set_model_weights
+    self.num_trainable_parameters = num_trainable_parameters
+    self.record_test_loss = record_test_loss
+    self.phases = phases
+    self.round_functions = round_functions
+    self._client_inputs = client_inputs
+
+  @property
+  def runs_only_on_tff(self) -> bool:
+    return self.round_functions is None
+
+  @property
+  def client_input_spec(self) -> Optional[tf.TensorSpec]:
+    """The spec of one client's input, or None when the algorithm takes none."""
+    return None if self._client_inputs is None else self._client_inputs.spec
+
+  @property
+  def uses_test_loss(self) -> bool:
+    return self.record_test_loss is not None
+
+  def client_inputs(self, client_ids: Sequence[str]) -> list:
+    """The per-client inputs of these clients (`()` each when the algorithm takes none)."""
+    if self._client_inputs is None:
+      return [()] * len(client_ids)
+    return list(self._client_inputs.from_client_ids(list(client_ids)))
