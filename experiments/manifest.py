@@ -17,6 +17,7 @@ Figures (the issue's order of importance):
 """
 
 import collections
+import csv
 import pathlib
 import statistics
 
@@ -71,10 +72,24 @@ def _cell(values) -> str:
   return f'{statistics.mean(values):.4f} [{min(values):.4f}, {max(values):.4f}] ({len(values)})'
 
 
+def _rounds_recorded(run_dir: pathlib.Path) -> int:
+  """The last round in a run's committed `metrics.csv` (0 without one)."""
+  path = run_dir / 'metrics.csv'
+  if not path.exists():
+    return 0
+  with open(path, newline='') as f:
+    return max((int(row['round']) for row in csv.DictReader(f)), default=0)
+
+
 def _commands(figure: figures.Figure) -> str:
-  lines = [' '.join(['python'] + figures.command(figure, run)[1:]) for run in figure.runs]
+  """Each run's command, with the rounds its metrics hold of those planned (runs go in
+  pieces; the command resumes from the run's checkpoints where they are)."""
+  lines = [' '.join(['python'] + figures.command(figure, run)[1:]) +
+           f'  # {_rounds_recorded(figure.run_dir(figures.ROOT, run))} of {run.rounds} '
+           'rounds recorded' for run in figure.runs]
   return ('Commands (`python -m experiments.reproduce --figures=' + figure.name +
-          '` runs them, one core each):\n\n```\n' + '\n'.join(lines) + '\n```\n')
+          '` runs them, one core each, and resumes the unfinished):\n\n```\n' +
+          '\n'.join(lines) + '\n```\n')
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,13 +168,15 @@ def _summarize_sparsity(figure, folder) -> str:
   fedavg = collections.defaultdict(list)
   for name, curves in runs.items():
     keep_percent = _keep_percent_of(name)
+    # The 1,001-round runs repeat seeds of the 300-round ones: they count at round 1,000 only.
+    table_rounds = (1000,) if name in CNN3_1001 else (100, 300, 1000)
     for algorithm, curve in curves.items():
       if algorithm == 'fedavg':
-        for r in (100, 300, 1000):
+        for r in table_rounds:
           if _at(curve, r) is not None:
             fedavg[r].append(_at(curve, r))
         continue
-      for r in (100, 300, 1000):
+      for r in table_rounds:
         if _at(curve, r) is not None:
           points[(algorithm, r)][keep_percent].append(_at(curve, r))
   algorithms = ('flare', 'ec', 'ef21_dense')
