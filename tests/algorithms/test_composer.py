@@ -131,3 +131,61 @@ class ClientStateTest(tf.test.TestCase):
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+def _with_aggregator(name, model_aggregator):
+  hparams = tiny_models.tiny_hparams()
+  return registry.build(name, _MODEL_FN, registry.Hyperparameters(
+      hparams.client_optimizer, total_clients=hparams.total_clients,
+      model_aggregator=model_aggregator, **hparams.knobs))
+
+
+class ModelAggregatorTest(tf.test.TestCase, parameterized.TestCase):
+  """A `tff.aggregators` factory in the weighted mean's place (`composer` docstring)."""
+
+  @parameterized.named_parameters(
+      ('fedavg_weighted', 'fedavg', tff.aggregators.MeanFactory),
+      ('ec_weighted', 'ec', tff.aggregators.MeanFactory),
+      ('ec_unweighted', 'ec', tff.aggregators.UnweightedMeanFactory))
+  def test_tff_mean_equals_our_mean(self, name, factory):
+    datasets = [tiny_models.classification_dataset(s) for s in range(3)]
+    ours, our_states, our_outputs = tiny_models.train(tiny_models.tiny_process(name),
+                                                      datasets, 2)
+    process = _with_aggregator(name, factory())
+    self.assertTrue(process.runs_only_on_tff)
+    theirs, their_states, their_outputs = tiny_models.train(process, datasets, 2)
+    self.assertAllClose(ours, theirs, rtol=1e-6, atol=1e-7)
+    self.assertAllClose(our_states, their_states, rtol=1e-6, atol=1e-7)
+    self.assertEqual(our_outputs[-1].metrics['communication'],
+                     their_outputs[-1].metrics['communication'])
+    self.assertIn('aggregator', their_outputs[-1].metrics)
+
+  def test_stateful_factory_clips_and_reports(self):
+    clip = 1e-3
+    factory = tff.aggregators.clipping_factory(clip, tff.aggregators.MeanFactory())
+    process = _with_aggregator('fedavg', factory)
+    state = process.initialize()
+    before = tiny_models.trainable_arrays(process, state)
+    output = tiny_models.next_round(process, state,
+                                    [tiny_models.classification_dataset(s) for s in range(3)])
+    after = tiny_models.trainable_arrays(process, output.state)
+    # Every client's delta is clipped to norm `clip`, so their mean moves the model no more.
+    moved = np.sqrt(sum(np.sum((a - b)**2) for a, b in zip(after, before)))
+    self.assertGreater(moved, 0.0)
+    self.assertLessEqual(moved, clip * (1 + 1e-5))
+    self.assertEqual(output.metrics['aggregator']['clipped_count'], 3)  # All three clipped.
+    self.assertAllClose(output.metrics['aggregator']['clipping_norm'], clip)
+
+  @parameterized.parameters('ef21', 'ef21_dense', 'tff_fedavg')
+  def test_refused_where_the_algorithm_aggregates_its_own_way(self, name):
+    with self.assertRaisesRegex(ValueError, 'aggregates its own way'):
+      _with_aggregator(name, tff.aggregators.MeanFactory())
+
+  def test_refused_by_the_in_process_executor(self):
+    from tff_flare.execution import inprocess  # pylint: disable=g-import-not-at-top
+    with self.assertRaisesRegex(ValueError, "TFF's runtime only"):
+      inprocess.InProcessProcess(_with_aggregator('fedavg', tff.aggregators.MeanFactory()))
+
+  def test_not_a_factory(self):
+    with self.assertRaisesRegex(TypeError, 'tff.aggregators factory'):
+      _with_aggregator('fedavg', object())

@@ -5,10 +5,11 @@ gradient) and the masking study's CNN, each as the task builds it, smaller where
 size would make a unit test slow (the same layers, fewer units). Each algorithm is built as
 its TFF process (where a model can break the build) and runs one round of two clients
 in-process; FLARE also on TFF's local runtime for the CNN and the GRU (TFF's runtime runs
-the same serialized computations the build made). Every algorithm on the CNN; on the other
-families one algorithm per part that touches the model (`tiny_models.PER_PART`): the others
-differ from these only in code that never sees the model's variables (a schedule, a mask
-mode, the state kept), so they would add tracing time and no coverage.
+the same serialized computations the build made). On every family one algorithm per part
+that touches the model (`tiny_models.PER_PART`): the others differ from these only in code
+that never sees the model's variables (a schedule, a mask mode, the state kept), so they
+would add tracing time and no coverage; every algorithm runs on the tiny models
+(`tests/execution/test_inprocess.py`, `tests/algorithms/test_composer.py`).
 """
 
 import collections
@@ -62,7 +63,7 @@ class EveryAlgorithmOnEveryModelTest(tf.test.TestCase, parameterized.TestCase):
         client_optimizer=tff.learning.optimizers.build_sgdm(0.01, momentum=0.9),
         keep_percent=1.0, total_clients=2, reg_steps=1, num_mask_draws=1,
         is_regularized=lambda name: 'embedding' not in name)
-    for name in registry.NAMES if family == 'cnn' else tiny_models.PER_PART:
+    for name in tiny_models.PER_PART:
       process = registry.build(name, model_fn, hparams)
       runners = [process] if process.runs_only_on_tff else [
           inprocess.InProcessProcess(process, num_threads=1)]

@@ -1,15 +1,29 @@
 """The one composer: an algorithm's parts (`parts.AlgorithmParts`) into a TFF iterative process.
 
-Every process of this project is composed here, the way `tff.learning.algorithms` composes
-theirs, from a distributor (TFF's broadcast), a client work, an aggregator and a finalizer,
-each a `tff.tensorflow.computation` over the round's TensorFlow (`round_functions`), with
-per-client state as in TFF's stateful-clients example (`process`: the interface). The server
-state is a `tff.learning.templates.LearningAlgorithmState` whose `client_work` part is the
-algorithm's round schedule (`parts.RoundSchedule`: the round number, TAU, ...).
+Every process of this project is composed here from the round's TensorFlow
+(`round_functions.RoundFunctions`), each piece a `tff.tensorflow.computation`, with
+per-client state as in TFF's stateful-clients example (`process`: the interface):
+
+  1. the server's `round_params` and model go to the clients (TFF's broadcast process);
+  2. every client runs `client_work` (training, compression, the non-finite policy);
+  3. the clients' outputs are summed (`tff.federated_sum`) and the server's round is one
+     computation over `RoundFunctions.server_round` (aggregation, server optimizer, schedule,
+     metrics), the same functions the in-process executor runs in this process.
+
+A TFF aggregation factory (`tff.aggregators`: a `MeanFactory`, clipping, differential
+privacy, secure summation, ...) can take the place of the weighted mean
+(`model_aggregator=`): its `AggregationProcess` then turns the clients' messages into the
+update, its state is the server state's `aggregator` part and its measurements the round's
+`metrics['aggregator']`; the rest of the server's round is `RoundFunctions.finish_round`.
+Such a process runs on TFF's runtime only (the factory's computations are TFF's).
+
+The server state is a `tff.learning.templates.LearningAlgorithmState` whose `client_work`
+part is the algorithm's round schedule (`parts.RoundSchedule`: the round number, TAU, ...),
+`aggregator` the aggregation's state and `finalizer` the server optimizer's.
 """
 
 import collections
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -21,11 +35,14 @@ from tff_flare.algorithms import process as process_lib
 from tff_flare.algorithms import round_functions as round_functions_lib
 
 ModelFn = model_facts_lib.ModelFn
+AggregationFactory = Union[tff.aggregators.WeightedAggregationFactory,
+                           tff.aggregators.UnweightedAggregationFactory]
 
 
 def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
             client_optimizer: tff.learning.optimizers.Optimizer,
-            server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None
+            server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
+            model_aggregator: Optional[AggregationFactory] = None
             ) -> process_lib.AlgorithmProcess:
   """Builds the TFF process of `algorithm` (see the module docstring).
 
@@ -35,14 +52,25 @@ def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
     client_optimizer: the local optimizer, re-initialized by every client every round.
     server_optimizer: applied to the negated update; default SGD with learning rate 1, the
       authors' `s <- s + update`.
+    model_aggregator: a `tff.aggregators` factory in place of the weighted mean (as TFF's
+      `build_weighted_fed_avg` takes one); a weighted factory gets the clients' weights
+      (1 each unless the algorithm weighs). None: the algorithm's own aggregation.
 
   Returns:
-    A `process.AlgorithmProcess`.
+    A `process.AlgorithmProcess` (with `round_functions` for the in-process executor unless
+    `model_aggregator` is given).
+
+  Raises:
+    ValueError: `model_aggregator` for an algorithm whose aggregation is its own (EF21).
   """
+  if model_aggregator is not None and algorithm.aggregation != parts_lib.weighted_mean():
+    raise ValueError('model_aggregator replaces the weighted mean; this algorithm aggregates '
+                     'its own way (its aggregation is part of the algorithm).')
   server_optimizer = server_optimizer or round_functions_lib.default_server_optimizer()
   functions = round_functions_lib.build_round_functions(
-      model_fn, algorithm, client_optimizer=client_optimizer, server_optimizer=server_optimizer)
-  specs, stateful = functions.specs, functions.stateful
+      model_fn, algorithm, client_optimizer=client_optimizer, server_optimizer=server_optimizer,
+      weigh_messages=model_aggregator is None)
+  stateful = functions.stateful
   facts = model_facts_lib.model_facts(model_fn)
   model_weights_type = facts.weights_type
   data_type = tff.SequenceType(tff.types.tensorflow_to_type(facts.input_spec))
@@ -58,30 +86,15 @@ def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
     client_input_type = tff.types.tensorflow_to_type(algorithm.client_inputs.spec)
 
   @tff.tensorflow.computation
-  def initial_model_weights():
-    return functions.initial_model_weights()
+  def initial_server_state():
+    return functions.initial_server_state(functions.initial_model_weights())
 
-  @tff.tensorflow.computation
-  def initial_schedule():
-    return algorithm.schedule.initial_state()
-
-  @tff.tensorflow.computation
-  def initial_aggregator_state():
-    return algorithm.aggregation.initial_state(specs)
-
-  @tff.tensorflow.computation
-  def initial_optimizer_state():
-    return server_optimizer.initialize(specs)
-
-  schedule_type = initial_schedule.type_signature.result
+  base_state_type = initial_server_state.type_signature.result
+  schedule_type = base_state_type.client_work
 
   @tff.tensorflow.computation(schedule_type)
   def round_params(schedule):
     return functions.round_params(schedule)
-
-  @tff.tensorflow.computation(schedule_type)
-  def advance(schedule):
-    return functions.advance(schedule)
 
   @tff.tensorflow.computation(model_weights_type, round_params.type_signature.result,
                               data_type, client_state_type, client_input_type)
@@ -97,27 +110,12 @@ def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
 
   summable_type = client_work.type_signature.result['summable']
   distributor = tff.learning.templates.build_broadcast_process(model_weights_type)
-  aggregator = _aggregation_process(functions.aggregate, initial_aggregator_state,
-                                    summable_type)
-  finalizer = _finalizer_process(functions.apply_update, initial_optimizer_state,
-                                 model_weights_type)
-  sums_type = tff.StructWithPythonType(
-      [(name, summable_type[name]) for name in ('weight', 'counters', 'statistics',
-                                                'model_metrics')], collections.OrderedDict)
-
-  @tff.tensorflow.computation(schedule_type, sums_type,
-                              finalizer.next.type_signature.result.measurements.member)
-  def round_metrics(schedule, sums, measurements):
-    return functions.round_metrics(schedule, sums, measurements)
-
-  @tff.federated_computation
-  def initialize_fn():
-    return tff.federated_zip(tff.learning.templates.LearningAlgorithmState(
-        global_model_weights=tff.federated_eval(initial_model_weights, tff.SERVER),
-        distributor=distributor.initialize(),
-        client_work=tff.federated_eval(initial_schedule, tff.SERVER),
-        aggregator=aggregator.initialize(), finalizer=finalizer.initialize()))
-
+  if model_aggregator is None:
+    initialize_fn, server_phase_body = _server_round(functions, initial_server_state,
+                                                     summable_type)
+  else:
+    initialize_fn, server_phase_body = _server_round_with_factory(
+        functions, initial_server_state, summable_type, model_aggregator)
   state_type = initialize_fn.type_signature.result
 
   def client_phase_body(state, client_data, client_states, client_inputs):
@@ -126,22 +124,6 @@ def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
     weights = distributor.next(state.distributor, state.global_model_weights).result
     return tff.federated_map(client_work, (weights, tff.federated_broadcast(params),
                                            client_data, client_states, client_inputs))
-
-  def server_phase_body(state, summable):
-    aggregator_output = aggregator.next(state.aggregator, summable.weighted_message,
-                                        summable.weight)
-    finalizer_output = finalizer.next(state.finalizer, state.global_model_weights,
-                                      aggregator_output.result)
-    sums = tff.federated_sum(collections.OrderedDict(
-        weight=summable.weight, counters=summable.counters, statistics=summable.statistics,
-        model_metrics=summable.model_metrics))
-    metrics = tff.federated_map(round_metrics,
-                                (state.client_work, sums, finalizer_output.measurements))
-    new_state = tff.federated_zip(tff.learning.templates.LearningAlgorithmState(
-        global_model_weights=finalizer_output.result, distributor=state.distributor,
-        client_work=tff.federated_map(advance, state.client_work),
-        aggregator=aggregator_output.state, finalizer=finalizer_output.state))
-    return new_state, metrics
 
   client_types = (tff.FederatedType(data_type, tff.CLIENTS),
                   tff.FederatedType(client_state_type, tff.CLIENTS),
@@ -194,62 +176,83 @@ def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
       initialize_fn, next_fn, initial_client_state=initial_client_state,
       get_model_weights=get_model_weights, set_model_weights=set_model_weights,
       num_trainable_parameters=functions.num_parameters, client_inputs=algorithm.client_inputs,
-      record_test_loss=record_test_loss, phases=phases, round_functions=functions)
+      record_test_loss=record_test_loss, phases=phases,
+      round_functions=functions if model_aggregator is None else None)
 
 
-def _aggregation_process(aggregate, initial_state, summable_type
-                         ) -> tff.templates.AggregationProcess:
-  """`aggregate` (`parts.Aggregation.finalize`) as a TFF `AggregationProcess(state,
-  weighted_messages, weights)` that sums the clients' values first."""
-  state_type = initial_state.type_signature.result
-  message_type = summable_type['weighted_message']
+def _server_round(functions: round_functions_lib.RoundFunctions, initial_server_state,
+                  summable_type):
+  """`(initialize_fn, server_phase_body)`: the server's round as one computation over
+  `RoundFunctions.server_round`, on the clients' summed outputs."""
+  state_type = initial_server_state.type_signature.result
 
-  @tff.tensorflow.computation(state_type, message_type, np.float32)
-  def finalize(state, weighted_sum, weight_sum):
-    return aggregate(state, weighted_sum, weight_sum)
-
-  @tff.federated_computation
-  def initialize_fn():
-    return tff.federated_eval(initial_state, tff.SERVER)
-
-  @tff.federated_computation(initialize_fn.type_signature.result,
-                             tff.FederatedType(message_type, tff.CLIENTS),
-                             tff.FederatedType(np.float32, tff.CLIENTS))
-  def next_fn(state, weighted_messages, weights):
-    new_state, update = tff.federated_map(
-        finalize, (state, tff.federated_sum(weighted_messages), tff.federated_sum(weights)))
-    return tff.templates.MeasuredProcessOutput(
-        state=new_state, result=update, measurements=tff.federated_value((), tff.SERVER))
-
-  return tff.templates.AggregationProcess(initialize_fn, next_fn)
-
-
-def _finalizer_process(apply_update, initial_optimizer_state, model_weights_type
-                       ) -> tff.learning.templates.FinalizerProcess:
-  """The server step as a TFF `FinalizerProcess` (as `build_apply_optimizer_finalizer`)."""
-  optimizer_state_type = initial_optimizer_state.type_signature.result
-
-  @tff.tensorflow.computation(optimizer_state_type, model_weights_type.trainable,
-                              model_weights_type.trainable)
-  def apply(optimizer_state, trainable, update):
-    return apply_update(optimizer_state, trainable, update)
+  @tff.tensorflow.computation(state_type, summable_type)
+  def server_round(state, summed):
+    return functions.server_round(state, summed)
 
   @tff.federated_computation
   def initialize_fn():
-    return tff.federated_eval(initial_optimizer_state, tff.SERVER)
+    return tff.federated_eval(initial_server_state, tff.SERVER)
 
-  @tff.federated_computation(initialize_fn.type_signature.result,
-                             tff.FederatedType(model_weights_type, tff.SERVER),
-                             tff.FederatedType(model_weights_type.trainable, tff.SERVER))
-  def next_fn(state, weights, update):
-    new_state, trainable, measurements = tff.federated_map(
-        apply, (state, weights.trainable, update))
-    new_weights = tff.federated_zip(
-        tff.learning.models.ModelWeights(trainable, weights.non_trainable))
-    return tff.templates.MeasuredProcessOutput(state=new_state, result=new_weights,
-                                               measurements=measurements)
+  def server_phase_body(state, summable):
+    output = tff.federated_map(server_round, (state, tff.federated_sum(summable)))
+    return output[0], output[1]
 
-  return tff.learning.templates.FinalizerProcess(initialize_fn, next_fn)
+  return initialize_fn, server_phase_body
+
+
+def _server_round_with_factory(functions: round_functions_lib.RoundFunctions,
+                               initial_server_state, summable_type,
+                               model_aggregator: AggregationFactory):
+  """`(initialize_fn, server_phase_body)` with `model_aggregator`'s process in place of the
+  weighted mean (see the module docstring)."""
+  message_type = summable_type['message']
+  if isinstance(model_aggregator, tff.aggregators.WeightedAggregationFactory):
+    aggregator = model_aggregator.create(message_type, summable_type['weight'])
+    aggregate = lambda state, summable: aggregator.next(state, summable.message,
+                                                        summable.weight)
+  elif isinstance(model_aggregator, tff.aggregators.UnweightedAggregationFactory):
+    aggregator = model_aggregator.create(message_type)
+    aggregate = lambda state, summable: aggregator.next(state, summable.message)
+  else:
+    raise TypeError(f'model_aggregator must be a tff.aggregators factory, got '
+                    f'{type(model_aggregator).__name__}.')
+  base_state_type = initial_server_state.type_signature.result
+  aggregator_state_type = aggregator.initialize.type_signature.result.member
+
+  @tff.tensorflow.computation(base_state_type, aggregator_state_type)
+  def with_aggregator_state(state, aggregator_state):
+    return state._replace(aggregator=aggregator_state)
+
+  @tff.federated_computation
+  def initialize_fn():
+    return tff.federated_map(with_aggregator_state, (
+        tff.federated_eval(initial_server_state, tff.SERVER), aggregator.initialize()))
+
+  state_type = initialize_fn.type_signature.result.member
+  sums_type = tff.StructWithPythonType(
+      [(name, summable_type[name]) for name in ('weight', 'counters', 'statistics',
+                                                'model_metrics')], collections.OrderedDict)
+  measurements_type = aggregator.next.type_signature.result.measurements.member
+
+  @tff.tensorflow.computation(state_type, aggregator_state_type, message_type, sums_type,
+                              measurements_type)
+  def finish_round(state, aggregator_state, update, sums, aggregator_measurements):
+    new_state, measurements = functions.finish_round(state, aggregator_state, update)
+    metrics = functions.round_metrics(state.client_work, sums, measurements)
+    metrics['aggregator'] = aggregator_measurements
+    return new_state, metrics
+
+  def server_phase_body(state, summable):
+    aggregated = aggregate(state.aggregator, summable)
+    sums = tff.federated_sum(collections.OrderedDict(
+        (name, summable[name]) for name in ('weight', 'counters', 'statistics',
+                                            'model_metrics')))
+    output = tff.federated_map(finish_round, (state, aggregated.state, aggregated.result, sums,
+                                              aggregated.measurements))
+    return output[0], output[1]
+
+  return initialize_fn, server_phase_body
 
 
 def build_model_weights_accessors(state_type, model_weights_type):

@@ -68,6 +68,7 @@ def build_ec(
     client_optimizer: tff.learning.optimizers.Optimizer,
     rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
+    model_aggregator: Optional[composer.AggregationFactory] = None,
 ) -> process.AlgorithmProcess:
   """Builds top-k error correction (EC).
 
@@ -77,6 +78,7 @@ def build_ec(
     client_optimizer: local optimizer, e.g. `tff.learning.optimizers.build_sgdm(lr, momentum)`.
     rule: top-k rule; `TopKRule.AUTHORS` reproduces the authors' counts.
     server_optimizer: applied to the negated mean message; default SGD with lr 1.
+    model_aggregator: a `tff.aggregators` factory in place of the mean (`composer`).
 
   Returns:
     An `AlgorithmProcess` whose client state is `OrderedDict(accumulator=[...])`.
@@ -88,7 +90,8 @@ def build_ec(
   return composer.compose(
       model_fn, parts.algorithm(parts.LocalTraining(),
                                 error_feedback.topk_compressor(keep_percent, rule)),
-      client_optimizer=client_optimizer, server_optimizer=server_optimizer)
+      client_optimizer=client_optimizer, server_optimizer=server_optimizer,
+      model_aggregator=model_aggregator)
 
 
 def build_ec_fedprox(
@@ -101,6 +104,7 @@ def build_ec_fedprox(
     rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS,
     is_regularized: Optional[Callable[[str], bool]] = None,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
+    model_aggregator: Optional[composer.AggregationFactory] = None,
 ) -> process.AlgorithmProcess:
   """Builds the authors' "FedProx": EC plus `tau_r * sum (w - s)^2` on every local step.
 
@@ -119,4 +123,5 @@ def build_ec_fedprox(
       model_fn, parts.algorithm(proximal_training(regularized),
                                 error_feedback.topk_compressor(keep_percent, rule),
                                 schedules.tau_schedule(tau, tau_decay)),
-      client_optimizer=client_optimizer, server_optimizer=server_optimizer)
+      client_optimizer=client_optimizer, server_optimizer=server_optimizer,
+      model_aggregator=model_aggregator)

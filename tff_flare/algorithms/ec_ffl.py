@@ -104,6 +104,7 @@ def build_ec_ffl(
     local_epochs: int,
     client_optimizer: tff.learning.optimizers.Optimizer,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
+    model_aggregator: Optional[composer.AggregationFactory] = None,
 ) -> process.AlgorithmProcess:
   """Builds EC-FFL (see the module docstring); the authors' top-k rule.
 
@@ -114,6 +115,7 @@ def build_ec_ffl(
       batches (as a task built with `epochs=E` gives them).
     client_optimizer: local optimizer, re-initialized every round.
     server_optimizer: applied to the negated mean message; default SGD with lr 1.
+    model_aggregator: a `tff.aggregators` factory in place of the mean (`composer`).
 
   Returns:
     An `AlgorithmProcess` whose `record_test_loss` takes each round's test loss.
@@ -130,4 +132,5 @@ def build_ec_ffl(
       model_fn, parts.algorithm(adapted_epochs(local_epochs),
                                 error_feedback.topk_compressor(None, rule),
                                 adaptive_schedule(keep_percent, local_epochs)),
-      client_optimizer=client_optimizer, server_optimizer=server_optimizer)
+      client_optimizer=client_optimizer, server_optimizer=server_optimizer,
+      model_aggregator=model_aggregator)

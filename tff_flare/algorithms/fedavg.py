@@ -21,8 +21,11 @@ def build_fedavg(
     *,
     client_optimizer: tff.learning.optimizers.Optimizer,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
+    model_aggregator: Optional[composer.AggregationFactory] = None,
 ) -> process.AlgorithmProcess:
-  """Builds FedAvg with an unweighted mean (its clients keep no state)."""
+  """Builds FedAvg with an unweighted mean (its clients keep no state); `model_aggregator`,
+  a `tff.aggregators` factory, takes the mean's place (`composer.compose`)."""
   return composer.compose(model_fn, parts.algorithm(parts.LocalTraining(),
                                                     parts.no_compression()),
-                          client_optimizer=client_optimizer, server_optimizer=server_optimizer)
+                          client_optimizer=client_optimizer, server_optimizer=server_optimizer,
+                          model_aggregator=model_aggregator)

@@ -75,6 +75,7 @@ def build_flare(
     rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS,
     is_regularized: Optional[Callable[[str], bool]] = None,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
+    model_aggregator: Optional[composer.AggregationFactory] = None,
 ) -> process.AlgorithmProcess:
   """Builds FLARE.
 
@@ -94,6 +95,7 @@ def build_flare(
     is_regularized: predicate on a trainable variable's name (e.g. to leave out an
       embedding); default: every tensor.
     server_optimizer: applied to the negated mean message; default SGD with lr 1.
+    model_aggregator: a `tff.aggregators` factory in place of the mean (`composer`).
 
   Returns:
     An `AlgorithmProcess` with client state `OrderedDict(accumulator=[...])`.
@@ -113,4 +115,5 @@ def build_flare(
   return composer.compose(
       model_fn, parts.algorithm(training, error_feedback.topk_compressor(keep_percent, rule),
                                 schedules.tau_schedule(tau, tau_decay)),
-      client_optimizer=client_optimizer, server_optimizer=server_optimizer)
+      client_optimizer=client_optimizer, server_optimizer=server_optimizer,
+      model_aggregator=model_aggregator)

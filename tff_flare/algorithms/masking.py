@@ -228,6 +228,7 @@ def build_masked_fedavg(
     client_optimizer: tff.learning.optimizers.Optimizer,
     weighting: Weighting = Weighting.UNIFORM,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
+    model_aggregator: Optional[composer.AggregationFactory] = None,
     is_masked: Optional[Callable[[str], bool]] = None,
     num_mask_draws: int = 0,
     seed: int = 0,
@@ -241,6 +242,7 @@ def build_masked_fedavg(
     client_optimizer: local optimizer, re-initialized every round.
     weighting: `Weighting.UNIFORM` (p_k = 1/K) or `Weighting.NUM_EXAMPLES` (p_k = n_k / n).
     server_optimizer: applied to the negated weighted mean; default SGD with lr 1.
+    model_aggregator: a `tff.aggregators` factory in place of the mean (`composer`).
     is_masked: predicate on a trainable variable's name; default: mask every tensor.
     num_mask_draws: fresh mask draws per mode and round for the empirical variances (0: off).
     seed: the server's base seed; round r's seed is drawn from `(seed, r)`.
@@ -281,7 +283,8 @@ def build_masked_fedavg(
           from_client_ids=lambda ids: [client_key(cid) for cid in ids]))
   return composer.compose(
       model_fn, parts.algorithm(parts.LocalTraining(), compressor, _round_seed_schedule(seed)),
-      client_optimizer=client_optimizer, server_optimizer=server_optimizer)
+      client_optimizer=client_optimizer, server_optimizer=server_optimizer,
+      model_aggregator=model_aggregator)
 
 
 def survival_metrics(mean_delta: Sequence[tf.Tensor], sums: dict, mean_noises: dict,

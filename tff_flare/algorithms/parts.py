@@ -110,13 +110,22 @@ class Aggregation:
   finalize: Callable[[Any, Any, tf.Tensor], tuple[Any, Any]]
 
 
+def _no_state(specs):
+  del specs
+  return ()
+
+
 def _mean_finalize(state, weighted_sum, weight_sum):
   return state, [tf.math.divide_no_nan(t, tf.cast(weight_sum, t.dtype)) for t in weighted_sum]
 
 
 def weighted_mean() -> Aggregation:
-  """`sum_i w_i m_i / sum_i w_i`; with every `w_i = 1` the authors' plain mean (stateless)."""
-  return Aggregation(initial_state=lambda specs: (), finalize=_mean_finalize)
+  """`sum_i w_i m_i / sum_i w_i`; with every `w_i = 1` the authors' plain mean (stateless).
+
+  Every `weighted_mean()` equals every other (`==`): the composer tells by it that a TFF
+  aggregation factory may take the mean's place (`composer.compose(model_aggregator=...)`).
+  """
+  return Aggregation(initial_state=_no_state, finalize=_mean_finalize)
 
 
 @attrs.frozen

@@ -97,8 +97,10 @@ def build_qsgd_ef(
     qsgd_levels: int,
     client_optimizer: tff.learning.optimizers.Optimizer,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
+    model_aggregator: Optional[composer.AggregationFactory] = None,
 ) -> process.AlgorithmProcess:
-  """Builds QSGD with error feedback: plain local training, then `qsgd_compressor`.
+  """Builds QSGD with error feedback: plain local training, then `qsgd_compressor`
+  (`model_aggregator`: a `tff.aggregators` factory in place of the mean, `composer`).
 
   Raises:
     ValueError: for `qsgd_levels` not an int >= 1.
@@ -106,4 +108,5 @@ def build_qsgd_ef(
   QsgdParams(qsgd_levels=qsgd_levels)
   return composer.compose(
       model_fn, parts.algorithm(parts.LocalTraining(), qsgd_compressor(qsgd_levels)),
-      client_optimizer=client_optimizer, server_optimizer=server_optimizer)
+      client_optimizer=client_optimizer, server_optimizer=server_optimizer,
+      model_aggregator=model_aggregator)

@@ -19,6 +19,7 @@ from typing import Any, Optional
 import attrs
 import tensorflow_federated as tff
 
+from tff_flare.algorithms import composer
 from tff_flare.algorithms import ec
 from tff_flare.algorithms import ec_ffl
 from tff_flare.algorithms import ef21
@@ -45,12 +46,25 @@ class Context:
     total_clients: N, the population EF21's server mean covers.
     is_regularized: predicate on a variable name (FLARE, EC+FedProx); None: every tensor.
     seed: the run's seed (update masking's round seeds).
+    model_aggregator: a `tff.aggregators` factory in place of the weighted mean, for the
+      algorithms that average (`composer.compose`); None: each algorithm's own aggregation.
   """
 
   client_optimizer: tff.learning.optimizers.Optimizer
   total_clients: int = 10
   is_regularized: Optional[Callable[[str], bool]] = None
   seed: int = 0
+  model_aggregator: Optional[composer.AggregationFactory] = None
+
+  def options(self) -> dict:
+    """The builder keywords of a composed algorithm that averages."""
+    return dict(client_optimizer=self.client_optimizer, model_aggregator=self.model_aggregator)
+
+  def own_aggregation(self, name: str) -> 'Context':
+    """This context, for an algorithm that aggregates its own way (refuses a factory)."""
+    if self.model_aggregator is not None:
+      raise ValueError(f'{name} aggregates its own way: it takes no model_aggregator.')
+    return self
 
 
 Builder = Callable[[model_facts.ModelFn, Any, Context], process.AlgorithmProcess]
@@ -72,34 +86,35 @@ def _given(params) -> dict:
 def _masked(mode: str) -> Algorithm:
   return Algorithm(masking.MaskingParams, lambda m, p, c: masking.build_masked_fedavg(
       m, mask_mode=mode, keep_probability=p.keep_probability, weighting=p.mask_weighting,
-      num_mask_draws=p.num_mask_draws, seed=c.seed, client_optimizer=c.client_optimizer))
+      num_mask_draws=p.num_mask_draws, seed=c.seed, **c.options()))
 
 
 ALGORITHMS: dict[str, Algorithm] = {
     'flare': Algorithm(flare.FlareParams, lambda m, p, c: flare.build_flare(
-        m, **_given(p), client_optimizer=c.client_optimizer, is_regularized=c.is_regularized)),
-    'ec': Algorithm(ec.EcParams, lambda m, p, c: ec.build_ec(
-        m, **_given(p), client_optimizer=c.client_optimizer)),
+        m, **_given(p), **c.options(), is_regularized=c.is_regularized)),
+    'ec': Algorithm(ec.EcParams, lambda m, p, c: ec.build_ec(m, **_given(p), **c.options())),
     'ec_fedprox': Algorithm(ec.EcFedProxParams, lambda m, p, c: ec.build_ec_fedprox(
-        m, **_given(p), client_optimizer=c.client_optimizer, is_regularized=c.is_regularized)),
+        m, **_given(p), **c.options(), is_regularized=c.is_regularized)),
     'ec_ffl': Algorithm(ec_ffl.EcFflParams, lambda m, p, c: ec_ffl.build_ec_ffl(
-        m, **_given(p), client_optimizer=c.client_optimizer)),
+        m, **_given(p), **c.options())),
     'ef21': Algorithm(ef21.Ef21Params, lambda m, p, c: ef21.build_ef21(
-        m, **_given(p), client_optimizer=c.client_optimizer, total_clients=c.total_clients)),
+        m, **_given(p), client_optimizer=c.own_aggregation('ef21').client_optimizer,
+        total_clients=c.total_clients)),
     'ef21_dense': Algorithm(ef21.Ef21Params, lambda m, p, c: ef21.build_ef21(
-        m, **_given(p), client_optimizer=c.client_optimizer, dense_state_shortcut=True)),
-    'fedavg': Algorithm(NoParams, lambda m, p, c: fedavg.build_fedavg(
-        m, client_optimizer=c.client_optimizer)),
+        m, **_given(p), client_optimizer=c.own_aggregation('ef21_dense').client_optimizer,
+        dense_state_shortcut=True)),
+    'fedavg': Algorithm(NoParams, lambda m, p, c: fedavg.build_fedavg(m, **c.options())),
     'mask_none': _masked('none'),
     'mask_independent': _masked('independent'),
     'mask_synchronized': _masked('synchronized'),
     'qsgd_ef': Algorithm(qsgd.QsgdParams, lambda m, p, c: qsgd.build_qsgd_ef(
-        m, **_given(p), client_optimizer=c.client_optimizer)),
+        m, **_given(p), **c.options())),
     'tff_fedavg': Algorithm(NoParams, lambda m, p, c: tff_baselines.build_tff_fedavg(
-        m, client_optimizer=c.client_optimizer)),
+        m, client_optimizer=c.own_aggregation('tff_fedavg').client_optimizer)),
     'tff_fedprox': Algorithm(tff_baselines.TffFedProxParams, lambda m, p, c: (
-        tff_baselines.build_tff_fedprox(m, proximal_strength=p.tff_fedprox_strength,
-                                        client_optimizer=c.client_optimizer))),
+        tff_baselines.build_tff_fedprox(
+            m, proximal_strength=p.tff_fedprox_strength,
+            client_optimizer=c.own_aggregation('tff_fedprox').client_optimizer))),
 }
 NAMES = tuple(ALGORITHMS)
 
@@ -126,7 +141,7 @@ class Hyperparameters:
   """The run's value of every knob (defaults: the knobs'), and its `Context`.
 
   Args:
-    client_optimizer, total_clients, is_regularized, seed: the `Context`.
+    client_optimizer, total_clients, is_regularized, seed, model_aggregator: the `Context`.
     **knobs: values by knob name (`KNOB_NAMES`); the others keep their knob's default.
 
   Raises:
@@ -135,12 +150,14 @@ class Hyperparameters:
 
   def __init__(self, client_optimizer: tff.learning.optimizers.Optimizer, *,
                total_clients: int = 10, is_regularized: Optional[Callable[[str], bool]] = None,
-               seed: int = 0, **knobs):
+               seed: int = 0, model_aggregator: Optional[composer.AggregationFactory] = None,
+               **knobs):
     unknown = sorted(set(knobs) - set(KNOB_NAMES))
     if unknown:
       raise ValueError(f'Unknown hyperparameters {unknown}; known: {", ".join(KNOB_NAMES)}.')
     self.context = Context(client_optimizer=client_optimizer, total_clients=total_clients,
-                           is_regularized=is_regularized, seed=seed)
+                           is_regularized=is_regularized, seed=seed,
+                           model_aggregator=model_aggregator)
     self.knobs = dict(knobs)
 
   def params(self, name: str):

@@ -51,7 +51,9 @@ class RoundFunctions:
     round_params: `schedule_state -> params` broadcast to the round's clients.
     client_work: `(model, server_weights, params, dataset, client_state, client_input) ->
       OrderedDict(client_state, summable)`: the client update under the non-finite policy;
-      `summable` is summed over the round's clients.
+      `summable` (`weighted_message` = weight * message, or with `weigh_messages=False`
+      the `message` itself for a TFF aggregation factory to weigh; `weight`, `counters`,
+      `statistics`, `model_metrics`) is summed over the round's clients.
     aggregate: `(aggregator_state, weighted_message_sum, weight_sum) -> (state, update)`.
     apply_update: `(optimizer_state, trainable, update) -> (state, trainable, measurements)`.
     advance: `schedule_state -> schedule_state`.
@@ -79,10 +81,24 @@ class RoundFunctions:
     """`(state, summed client outputs) -> (new state, finalizer measurements)`.
 
     The server's round but its metrics (`round_metrics`, which builds Keras metric objects
-    and so cannot run inside a `tf.function` traced more than once).
+    and so cannot run inside a `tf.function` traced more than once). Every execution mode
+    runs the server this way (`server_round` adds the metrics): the TFF process as one
+    computation, the in-process executor as one `tf.function`.
     """
     aggregator_state, update = self.aggregate(state.aggregator, summed['weighted_message'],
                                               summed['weight'])
+    return self.finish_round(state, aggregator_state, update)
+
+  def server_round(self, state, summed):
+    """`(state, summed client outputs) -> (new state, metrics)`: `server_step`, then
+    `round_metrics` (traced once: inside one TFF computation, or run eagerly)."""
+    new_state, measurements = self.server_step(state, summed)
+    return new_state, self.round_metrics(state.client_work, summed, measurements)
+
+  def finish_round(self, state, aggregator_state, update):
+    """`(state, new aggregator state, update) -> (new state, finalizer measurements)`: the
+    server optimizer's step on `update` and the schedule's advance (the part of
+    `server_step` after the aggregation; after a TFF aggregation factory's, on its own)."""
     optimizer_state, trainable, measurements = self.apply_update(
         state.finalizer, state.global_model_weights.trainable, update)
     new_state = tff.learning.templates.LearningAlgorithmState(
@@ -101,9 +117,13 @@ def _all_finite(structure) -> tf.Tensor:
 
 def build_round_functions(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
                           client_optimizer: tff.learning.optimizers.Optimizer,
-                          server_optimizer: tff.learning.optimizers.Optimizer
-                          ) -> RoundFunctions:
-  """The plain TensorFlow functions of a round of `algorithm` (see `RoundFunctions`)."""
+                          server_optimizer: tff.learning.optimizers.Optimizer,
+                          weigh_messages: bool = True) -> RoundFunctions:
+  """The plain TensorFlow functions of a round of `algorithm` (see `RoundFunctions`).
+
+  `weigh_messages=False` leaves the weighing to a TFF aggregation factory: the summable
+  holds the client's `message` in place of `weight * message`.
+  """
   facts = model_facts_lib.model_facts(model_fn)
   specs, num_parameters = list(facts.specs), facts.num_parameters
   # Only its metric constructors are used. TFF's Keras metric finalizers are `tf.function`s
@@ -142,7 +162,8 @@ def build_round_functions(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts
     # The trained model too: a top-k of NaNs, say, can look finite.
     finite = _all_finite((message, output.client_state, output.statistics, weight,
                           [tf.convert_to_tensor(v) for v in model.trainable_variables]))
-    weighted = message if output.weight is None else [weight * m for m in message]
+    weighted = message if output.weight is None or not weigh_messages else [
+        weight * m for m in message]
     model_metrics = model.report_local_unfinalized_metrics()
     # A non-finite client sends nothing, keeps its old state and adds nothing to the round's
     # training metrics, as TFF's own client work zeroes them (see the module docstring).
@@ -165,8 +186,9 @@ def build_round_functions(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts
     return collections.OrderedDict(
         client_state=new_state,
         summable=collections.OrderedDict(
-            weighted_message=weighted, weight=weight, counters=counters,
-            statistics=statistics, model_metrics=model_metrics))
+            [('weighted_message' if weigh_messages else 'message', weighted),
+             ('weight', weight), ('counters', counters), ('statistics', statistics),
+             ('model_metrics', model_metrics)]))
 
   def apply_update(optimizer_state, trainable, update):
     """The server step `s <- optimizer(s, -update)`; a non-finite update is not applied."""

@@ -13,113 +13,39 @@ masking study's from `docs/masking.md`):
 | cifar10_masking_cnn | small CNN | CIFAR-10, IID (or any partition) | 100 / 100 | 32 | 0.05, 0 | - |
 | digits_demo | 64-128-10 MLP | sklearn digits, contiguous | 10 / 10 | full | 0.5, 0 | 1 |
 
-`build_task(name, ...)` loads the data (source per task: 'keras' by default for the images,
-the authors' `tf.keras.datasets` loaders and so their example order; 'tff' for Shakespeare;
+Each task is one row of `TASKS` (a `TaskSpec`: its sources, default population, the options
+it takes and its builder: `images.build_image_task` for the image tasks, `_shakespeare_task`,
+`_digits_task`), so a new task is a builder and a row (`docs/extending.md`).
+`build_task(name, ...)` checks the options against the row (one it would ignore is refused),
+then the builder loads the data (source per task: 'keras' by default for the images, the
+authors' `tf.keras.datasets` loaders and so their example order; 'tff' for Shakespeare;
 'tfds' is the TFDS loader; 'npz'/'imagefolder'/'text' read local files), partitions it
-(`partitions`), and returns a `Task`. Client and test datasets hold the uint8 pixels (a
-quarter of the bytes TFF serializes with each dataset; CIFAR's test set as float32 would
-exceed TFF's 100 MB limit) and scale each batch to [0, 1] in float32.
+(`partitions`), and returns a `Task`.
 """
 
 import collections
 import dataclasses
 from collections.abc import Callable
-from typing import Any
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_flare.tasks import data_sources
 from tff_flare.tasks import digits
+from tff_flare.tasks import images
 from tff_flare.tasks import models
 from tff_flare.tasks import partitions
+from tff_flare.tasks import task as task_lib
 from tff_flare.tasks import text
 
-
-@dataclasses.dataclass
-class Task:
-  """Everything a run needs about its task.
-
-  Attributes:
-    name: the registry name.
-    model_fn: no-arg callable returning a `tff.learning` model (the processes' `model_fn`).
-    train_data: `ClientData` of the clients in use, already batched (epochs repeated).
-    test_data: batched `tf.data.Dataset` of the test set.
-    hparams: the authors' defaults: `learning_rate`, `momentum`, `reg_steps`, `batch_size`,
-      `total_clients`, `num_clients`, plus `is_regularized` where not every tensor is.
-    round_train_data: `round_num -> ClientData` for a task whose client datasets change from
-      round to round (a shuffle seeded per round); None when `train_data` serves every round.
-  """
-
-  name: str
-  model_fn: Callable[[], Any]
-  train_data: tff.simulation.datasets.ClientData
-  test_data: tf.data.Dataset
-  hparams: dict
-  round_train_data: Callable[[int], tff.simulation.datasets.ClientData] | None = None
-  _datasets: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
-
-  def client_datasets(self, client_ids, round_num: int) -> list[tf.data.Dataset]:
-    """The datasets of these clients in round `round_num`.
-
-    Data that is the same every round is built into a dataset once per client and the
-    dataset reused (building one costs ~10 ms of Python, a tenth of a CNN client's step; a
-    dataset without a shuffle gives the same batches at every iteration).
-    """
-    if self.round_train_data is not None:
-      data = self.round_train_data(round_num)
-      return [data.create_tf_dataset_for_client(cid) for cid in client_ids]
-    for cid in client_ids:
-      if cid not in self._datasets:
-        self._datasets[cid] = self.train_data.create_tf_dataset_for_client(cid)
-    return [self._datasets[cid] for cid in client_ids]
-
-
-@dataclasses.dataclass(frozen=True)
-class _ImageTaskSpec:
-  dataset: str
-  model: Callable[..., tf.keras.Model]
-  feature_shape: tuple[int, ...]
-  total_clients: int
-  num_clients: int
-  batch_size: int
-  learning_rate: float
-  momentum: float
-  reg_steps: int | str
-  partition: str = 'contiguous'
-
-
-def _vgg(depth, classes):
-  return lambda seed: models.vgg(depth, num_classes=classes, seed=seed)
-
-
-def _mnist_cnn(seed, double_softmax=True):
-  return models.mnist_cnn(double_softmax=double_softmax, seed=0 if seed is None else seed)
-
-
-# The fixed CNN (`double_softmax=False`): without the second softmax its gradients are not
-# damped, so the authors' 0.215 need not train it. Measured (the `fixed_cnn_learning_rate`
-# figure of `experiments/reproduce.py`: 50 rounds of `cnn_unavailable_3`, lr 0.01, 0.03, 0.1,
-# 0.215): 0.215 trains it (FedAvg 0.83, FLARE 0.57), FLARE best of the four; FedAvg's best is
-# 0.1 (0.91, FLARE 0.41 there). The authors' value is kept, so that the fixed CNN differs
-# from theirs in the softmax alone.
-FIXED_CNN_LEARNING_RATE = 0.215
-
-_IMAGE_TASKS = {
-    'mnist_fc': _ImageTaskSpec('mnist', lambda seed: models.mnist_fc(seed=seed), (784,), 100,
-                               10, 600, 0.001, 0.99, 1),
-    'mnist_cnn': _ImageTaskSpec('mnist', _mnist_cnn, (28, 28, 1), 100, 10, 600, 0.215, 0.99, 1),
-    'cifar10_masking_cnn': _ImageTaskSpec('cifar10', lambda seed: models.masking_cnn(seed or 0),
-                                          (32, 32, 3), 100, 100, 32, 0.05, 0.0, 'all', 'iid'),
-}
-# Tasks whose model has the authors' double softmax (`--nodouble_softmax` fixes it).
-DOUBLE_SOFTMAX_TASKS = ('mnist_cnn',)
-for _depth in (11, 16, 19):
-  _IMAGE_TASKS[f'cifar10_vgg{_depth}'] = _ImageTaskSpec(
-      'cifar10', _vgg(_depth, 10), (32, 32, 3), 4, 4, 500, 0.002, 0.99, 5)
-  _IMAGE_TASKS[f'cifar100_vgg{_depth}'] = _ImageTaskSpec(
-      'cifar100', _vgg(_depth, 100), (32, 32, 3), 4, 4, 500, 0.01, 0.99, 5)
+# What callers use of the task's parts, by the registry's name.
+Task = task_lib.Task
+TaskOptions = task_lib.TaskOptions
+batch_client = task_lib.batch_client
+scale_pixels = images.scale_pixels
+scale_batch = images.scale_batch
+FIXED_CNN_LEARNING_RATE = images.FIXED_CNN_LEARNING_RATE
+DOUBLE_SOFTMAX_TASKS = images.DOUBLE_SOFTMAX_TASKS
 
 TEXT_EVALUATIONS = ('authors', 'full')
 
@@ -132,7 +58,8 @@ _LOCAL_FILES = ('source', 'data_path', 'data_dir')
 
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
-  """A row of the task table: its data sources, its default population, what it takes.
+  """A row of the task table: its data sources, its default population, what it takes, and
+  how it is built.
 
   Attributes:
     sources: the data sources it reads, the default first; () for data that ships with a
@@ -140,26 +67,13 @@ class TaskSpec:
     num_clients: the clients it uses by default.
     options: the `build_task` options it honours besides `COMMON_OPTIONS`; any other given
       is refused (an option a task would ignore is a silent wrong run).
+    build: `(name, TaskOptions) -> Task`, called once the options are checked.
   """
 
   sources: tuple[str, ...]
   num_clients: int
   options: tuple[str, ...]
-
-
-def _image_task_spec(name: str) -> TaskSpec:
-  spec = _IMAGE_TASKS[name]
-  extra = ('double_softmax',) if name in DOUBLE_SOFTMAX_TASKS else ()
-  return TaskSpec(data_sources.IMAGE_SOURCES, spec.num_clients,
-                  _LOCAL_FILES + _PARTITIONED + extra)
-
-
-TASKS: dict[str, TaskSpec] = dict(
-    {name: _image_task_spec(name) for name in _IMAGE_TASKS},
-    shakespeare_gru=TaskSpec(data_sources.TEXT_SOURCES, 10,
-                             ('source', 'data_path', 'text_evaluation')),
-    digits_demo=TaskSpec((), 10, _PARTITIONED))
-TASK_NAMES = tuple(sorted(TASKS))
+  build: Callable[[str, TaskOptions], 'Task']
 
 
 def default_num_clients(name: str) -> int:
@@ -230,94 +144,42 @@ def build_task(name: str, *, source: str | None = None, data_path: str | None = 
                         if v is not None})
   if epochs < 1:
     raise ValueError(f'epochs must be >= 1, got {epochs}.')
-  if double_softmax is not None and name not in DOUBLE_SOFTMAX_TASKS:
-    raise ValueError(f'double_softmax applies to {", ".join(DOUBLE_SOFTMAX_TASKS)} only, not '
-                     f'{name}.')
-  if name == 'shakespeare_gru':
-    if text_evaluation not in TEXT_EVALUATIONS:
-      raise ValueError(f'Unknown text_evaluation {text_evaluation!r}; known: '
-                       f'{", ".join(TEXT_EVALUATIONS)}.')
-    return _shakespeare_task(source or 'tff', data_path, num_clients or 10, epochs, seed,
-                             model_seed, text_evaluation)
-  if name == 'digits_demo':
-    return _digits_task(total_clients, num_clients, partition,
-                        dict(alpha=alpha, ratio=ratio, dominant_fraction=dominant_fraction),
-                        batch_size, epochs, seed, seed if model_seed is None else model_seed)
-  spec = _IMAGE_TASKS[name]
-  arrays = data_sources.load_images(spec.dataset, source or 'keras', data_path, data_dir)
-  total_clients = total_clients or spec.total_clients
-  num_clients = num_clients or min(spec.num_clients, total_clients)
+  return TASKS[name].build(name, TaskOptions(
+      source=source, data_path=data_path, data_dir=data_dir, total_clients=total_clients,
+      num_clients=num_clients, partition=partition, alpha=alpha, ratio=ratio,
+      dominant_fraction=dominant_fraction, batch_size=batch_size, epochs=epochs, seed=seed,
+      model_seed=model_seed, double_softmax=double_softmax, text_evaluation=text_evaluation))
+
+
+def _digits_task(name: str, o: TaskOptions) -> Task:
+  """The demo: scikit-learn's digits split over clients, a small MLP seeded by `seed`."""
+  x_train, y_train, x_test, y_test = digits.load_arrays(seed=o.seed)
+  num_clients = o.num_clients or 10
+  total_clients = o.total_clients or num_clients
   if num_clients > total_clients:
     raise ValueError(f'num_clients ({num_clients}) exceeds total_clients ({total_clients}).')
-  parts = partitions.build(partition or spec.partition, arrays.y_train, total_clients,
-                           seed=seed, alpha=alpha, ratio=ratio,
-                           dominant_fraction=dominant_fraction)[:num_clients]
-  # Only the clients in use are kept; their indices are renumbered 0..n-1. Pixels stay uint8
-  # in the datasets (TFF serializes a client's dataset with its data, up to 100 MB) and are
-  # scaled per batch.
-  used = np.concatenate(parts)
-  x = arrays.x_train[used].reshape((-1,) + spec.feature_shape)
-  y = arrays.y_train[used].astype(np.int32).reshape(-1, 1)
-  ends = np.cumsum([len(p) for p in parts])
-  train = partitions.to_client_data(
-      {'x': x, 'y': y}, [np.arange(end - len(p), end) for p, end in zip(parts, ends)])
-  batch = spec.batch_size if batch_size is None else batch_size
-  train = train.preprocess(lambda d: batch_client(d, batch, epochs).map(scale_batch))
-  test = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-      x=arrays.x_test.reshape((-1,) + spec.feature_shape),
-      y=arrays.y_test.astype(np.int32).reshape(-1, 1))).batch(max(batch, 500)).map(scale_batch)
-  learning_rate = spec.learning_rate
-  if double_softmax is None or double_softmax:
-    keras_builder = lambda: spec.model(model_seed)
-  else:
-    keras_builder = lambda: spec.model(model_seed, double_softmax=False)
-    learning_rate = FIXED_CNN_LEARNING_RATE
-  return Task(name, models.tff_model_fn(keras_builder, spec.feature_shape), train, test, dict(
-      learning_rate=learning_rate, momentum=spec.momentum, reg_steps=spec.reg_steps,
-      batch_size=batch, total_clients=total_clients, num_clients=num_clients))
-
-
-def scale_pixels(x: np.ndarray, feature_shape: tuple[int, ...]) -> np.ndarray:
-  """uint8 pixels to float32 in [0, 1], reshaped to [N, *feature_shape]."""
-  return (x.astype(np.float32) / 255.0).reshape((-1,) + tuple(feature_shape))
-
-
-def scale_batch(batch: collections.OrderedDict) -> collections.OrderedDict:
-  """uint8 pixels `x` to float32 in [0, 1] (the same float32 division as `scale_pixels`)."""
-  return collections.OrderedDict(x=tf.cast(batch['x'], tf.float32) / 255.0, y=batch['y'])
-
-
-def batch_client(dataset: tf.data.Dataset, batch_size: int, epochs: int) -> tf.data.Dataset:
-  """Repeats `epochs` times, then batches (`batch_size <= 0`: one batch per epoch)."""
-  if batch_size <= 0:
-    count = dataset.cardinality()
-    return dataset.batch(tf.maximum(count, 1)).repeat(epochs)
-  return dataset.batch(batch_size).repeat(epochs)
-
-
-def _digits_task(total_clients, num_clients, partition, partition_options, batch_size, epochs,
-                 seed, model_seed) -> Task:
-  x_train, y_train, x_test, y_test = digits.load_arrays(seed=seed)
-  num_clients = num_clients or 10
-  total_clients = total_clients or num_clients
-  if num_clients > total_clients:
-    raise ValueError(f'num_clients ({num_clients}) exceeds total_clients ({total_clients}).')
-  parts = partitions.build(partition or 'contiguous', y_train, total_clients, seed=seed,
-                           **partition_options)[:num_clients]
+  parts = partitions.build(o.partition or 'contiguous', y_train, total_clients, seed=o.seed,
+                           **o.partition_options())[:num_clients]
+  batch_size = 0 if o.batch_size is None else o.batch_size
   train = partitions.to_client_data({'x': x_train, 'y': y_train}, parts).preprocess(
-      lambda d: batch_client(d, 0 if batch_size is None else batch_size, epochs))
+      lambda d: batch_client(d, batch_size, o.epochs))
   test = tf.data.Dataset.from_tensor_slices(
       collections.OrderedDict(x=x_test, y=y_test)).batch(500)
+  model_seed = o.seed if o.model_seed is None else o.model_seed
   model_fn = models.tff_model_fn(lambda: models.digits_mlp(model_seed), digits.FEATURE_SHAPE)
-  return Task('digits_demo', model_fn, train, test, dict(
-      learning_rate=0.5, momentum=0.0, reg_steps=1, batch_size=batch_size or 0,
+  return Task(name, model_fn, train, test, dict(
+      learning_rate=0.5, momentum=0.0, reg_steps=1, batch_size=batch_size,
       total_clients=total_clients, num_clients=num_clients))
 
 
-def _shakespeare_task(source, data_path, num_clients, epochs, seed, model_seed,
-                      text_evaluation) -> Task:
-  train, test = data_sources.load_shakespeare(source, data_path)
-  chosen = text.select_clients(train, num_clients)
+def _shakespeare_task(name: str, o: TaskOptions) -> Task:
+  """Shakespeare by role, the authors' GRU; client batches reshuffled every round."""
+  if o.text_evaluation not in TEXT_EVALUATIONS:
+    raise ValueError(f'Unknown text_evaluation {o.text_evaluation!r}; known: '
+                     f'{", ".join(TEXT_EVALUATIONS)}.')
+  train, test = data_sources.load_shakespeare(o.source or 'tff', o.data_path)
+  chosen = text.select_clients(train, o.num_clients or 10)
+  seed, epochs = o.seed, o.epochs
   if not chosen:
     raise data_sources.DataSourceError('No Shakespeare client has more than 30 batches.')
 
@@ -336,11 +198,27 @@ def _shakespeare_task(source, data_path, num_clients, epochs, seed, model_seed,
     return subset.preprocess(lambda d: text.character_batches(d, round_seed).repeat(epochs))
 
   test_data = text.test_stream(test, seed=seed)
-  if text_evaluation == 'authors':
+  if o.text_evaluation == 'authors':
     test_data = test_data.take(text.AUTHORS_EVALUATION_BATCHES)
-  return Task('shakespeare_gru', models.shakespeare_model_fn(model_seed), round_train_data(0),
+  return Task(name, models.shakespeare_model_fn(o.model_seed), round_train_data(0),
               test_data, dict(
                   learning_rate=0.005, momentum=0.0, reg_steps='all', batch_size=8,
                   total_clients=len(train.client_ids), num_clients=len(chosen),
                   is_regularized=lambda var_name: 'embedding' not in var_name),
               round_train_data=round_train_data)
+
+
+# The task table: a new task is its builder and one row here.
+def _image_task_spec(name: str) -> TaskSpec:
+  spec = images.IMAGE_TASKS[name]
+  extra = ('double_softmax',) if name in images.DOUBLE_SOFTMAX_TASKS else ()
+  return TaskSpec(data_sources.IMAGE_SOURCES, spec.num_clients,
+                  _LOCAL_FILES + _PARTITIONED + extra, images.build_image_task)
+
+
+TASKS: dict[str, TaskSpec] = dict(
+    {name: _image_task_spec(name) for name in images.IMAGE_TASKS},
+    shakespeare_gru=TaskSpec(data_sources.TEXT_SOURCES, 10,
+                             ('source', 'data_path', 'text_evaluation'), _shakespeare_task),
+    digits_demo=TaskSpec((), 10, _PARTITIONED, _digits_task))
+TASK_NAMES = tuple(sorted(TASKS))
