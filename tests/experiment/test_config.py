@@ -108,6 +108,14 @@ class CompareForResumeTest(tf.test.TestCase):
     old = {k: v for k, v in recorded.items() if k not in ('model_seed', 'double_softmax')}
     self.assertEqual(config_lib.compare_for_resume(old, _config('out', task='mnist_cnn')), {})
 
+  def test_a_knob_added_since_counts_as_its_default(self):
+    # A run made before `qsgd_levels` existed (default 4) resumes; another value is refused.
+    old = config_lib.as_dict(_config('out'))
+    del old['qsgd_levels']
+    self.assertEqual(config_lib.compare_for_resume(old, _config('out')), {})
+    with self.assertRaisesRegex(config_lib.ConfigError, 'qsgd_levels: 4 then, 3 now'):
+      config_lib.compare_for_resume(old, _config('out', qsgd_levels=3))
+
 
 if __name__ == '__main__':
   tf.test.main()

@@ -212,12 +212,18 @@ def as_dict(config: ExperimentConfig) -> dict[str, Any]:
 def compare_for_resume(recorded: dict[str, Any], config: ExperimentConfig) -> dict[str, Any]:
   """The resumable fields that changed, `{field: [recorded, now]}`.
 
+  A field the recorded configuration lacks (the run was made before the field existed) counts
+  as its default: a new setting's default keeps the behaviour there was before it.
+
   Raises:
     ConfigError: a field outside `RESUMABLE_FIELDS` differs (the message names them all).
   """
   now = as_dict(config)
-  changed = {name: [recorded.get(name), value] for name, value in now.items()
-             if recorded.get(name) != value}
+  defaults = json.loads(json.dumps(
+      {f.name: f.default for f in dataclasses.fields(ExperimentConfig)
+       if f.default is not dataclasses.MISSING}, default=list))
+  then = {name: recorded.get(name, defaults.get(name)) for name in now}
+  changed = {name: [then[name], value] for name, value in now.items() if then[name] != value}
   fixed = {name: values for name, values in changed.items() if name not in RESUMABLE_FIELDS}
   if fixed:
     details = '; '.join(f'{name}: {old!r} then, {new!r} now' for name, (old, new) in
