@@ -236,19 +236,25 @@ _MODEL_SEEDS = (1, 2, 3)  # 0 is the authors' GlorotNormal(seed=0).
 
 
 def _summarize_seed_groups(groups: dict, figure, folder, table_rounds) -> str:
-  """One seeds figure and table (plot --seeds) per group of runs."""
+  """One seeds figure and table (plot --seeds) per group of runs, over the algorithms every
+  run of the group holds (an external run with more, say EF21, adds none). A group is
+  `(run names, title)` or `(run names, title, unit)`, `unit` naming what its runs vary
+  (default 'seeds': the client stream)."""
   runs = _run_curves(figure, folder)
   parts = [f'### {figure.title}\n']
-  for group, (names, title) in groups.items():
+  for group, (names, title, *unit) in groups.items():
+    unit = unit[0] if unit else 'seeds'
     present = [n for n in names if n in runs]
     if not present:
       continue
+    shared = set.intersection(*(set(runs[name]) for name in present))
     curves = collections.OrderedDict()
     for name in present:
       for algorithm, curve in runs[name].items():
-        curves.setdefault(algorithm, []).append(curve)
+        if algorithm in shared:
+          curves.setdefault(algorithm, []).append(curve)
     plot.plot_seeds(curves, str(folder / f'{group}.png'), title)
-    table = plot.seed_table(curves, table_rounds) + '\n' + plot.seed_orderings(curves)
+    table = plot.seed_table(curves, table_rounds, unit) + '\n' + plot.seed_orderings(curves)
     (folder / f'{group}.md').write_text(table)
     parts.append(f'**{title}** ({", ".join(present)}; `{group}.png`):\n\n{table}')
   parts.append(_commands(figure))
@@ -266,7 +272,8 @@ INITIALIZATION_CNN3 = figures.Figure(
          for s in SEEDS]),
     summarize=lambda figure, folder: _summarize_seed_groups(collections.OrderedDict(
         model_seeds=([f'model_seed{m}' for m in _MODEL_SEEDS] + ['seed0'],
-                     "CNN, 4 initial models (model seed 0 = the authors'), one client stream"),
+                     "CNN, 4 initial models (model seed 0 = the authors'), one client stream",
+                     'initial models'),
         fixed_cnn=([f'fixed_cnn_seed{s}' for s in SEEDS],
                    'Fixed CNN (one softmax), 3 client streams')), figure, folder,
         [100, 200, 300]),

@@ -161,11 +161,15 @@ def seed_curves(run_dirs: list[str], names: dict[str, str] | None = None):
   return curves
 
 
-def seed_table(curves, rounds: list[int]) -> str:
-  """Markdown: test accuracy, mean over seeds and [min, max], at each round every seed reached."""
+def seed_table(curves, rounds: list[int], unit: str = 'seeds') -> str:
+  """Markdown: test accuracy, mean over seeds and [min, max], at each round every seed reached
+  (`unit`: what the runs vary, for the caption)."""
   reached = [r for r in rounds
              if all(r in c['round'] for per_seed in curves.values() for c in per_seed)]
   seeds = min(len(per_seed) for per_seed in curves.values())
+  if not reached:
+    return (f'Test accuracy over {seeds} {unit}: no round of {rounds} that every run reached '
+            'yet.\n')
   lines = ['| algorithm | ' + ' | '.join(f'round {r}' for r in reached) + ' |',
            '|---|' + '---:|' * len(reached)]
   for name, per_seed in curves.items():
@@ -174,7 +178,8 @@ def seed_table(curves, rounds: list[int]) -> str:
       values = [c['accuracy'][c['round'].index(r)] for c in per_seed]
       cells.append(f'{sum(values) / len(values):.4f} [{min(values):.4f}, {max(values):.4f}]')
     lines.append(f'| {PAPER_NAMES.get(name, name)} | ' + ' | '.join(cells) + ' |')
-  return (f'Test accuracy, mean over {seeds} seeds [min, max]:\n\n' + '\n'.join(lines) + '\n')
+  return (f'Test accuracy, mean over {seeds} {unit} [min, max]:\n\n' + '\n'.join(lines) +
+          '\n')
 
 
 def seed_orderings(curves) -> str:

@@ -48,6 +48,11 @@ class SeedTableTest(tf.test.TestCase):
     self.assertNotIn('round 1000', table)  # Not reached by the runs.
     self.assertIn('| FLARE | 0.4000 [0.3000, 0.5000] | 0.7000 [0.6000, 0.8000] |', table)
     self.assertIn("| EF21 (authors' dense state) | 0.3000 [0.2000, 0.4000] |", table)
+    # What the runs vary names the mean; no round every run reached makes no empty table.
+    self.assertIn('mean over 2 initial models', plot.seed_table(curves, [100], 'initial models'))
+    self.assertEqual(plot.seed_table(curves, [1000]),
+                     'Test accuracy over 2 seeds: no round of [1000] that every run reached '
+                     'yet.\n')
 
   def test_orderings_hold_in_every_seed_or_not(self):
     base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
