@@ -20,8 +20,13 @@ class PhasesTest(tf.test.TestCase):
 
   def test_next_in_phases_equals_next(self):
     datasets = [tiny_models.classification_dataset(seed, batch_size=4) for seed in range(3)]
-    for name in ('flare', 'ec', 'ef21'):
-      process = tiny_models.tiny_process(name)
+    hparams = tiny_models.tiny_hparams()
+    # EC with a TFF aggregation factory: its aggregation runs in the server phase.
+    ec_clipped = registry.build('ec', tiny_models.SOFTMAX_MODEL_FN, registry.Hyperparameters(
+        hparams.client_optimizer, total_clients=hparams.total_clients, **hparams.knobs,
+        model_aggregator=tff.aggregators.clipping_factory(0.01, tff.aggregators.MeanFactory())))
+    for name, process in [(n, tiny_models.tiny_process(n)) for n in ('flare', 'ec', 'ef21')] + [
+        ('ec_clipped', ec_clipped)]:
       state = process.initialize()
       states = [process.initial_client_state()] * 3
       inputs = process.client_inputs(tiny_models.client_ids(3))
