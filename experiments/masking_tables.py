@@ -122,10 +122,12 @@ def _plot(table, path):
   colors = {'minibatch': 'tab:blue', 'fullbatch': 'tab:orange'}
   fig, ax = plt.subplots(figsize=(7, 5))
   for r in table:
-    local = r['cell'].split('_', 1)[0]
+    # A grid cell is `<local training>_<partition>` (colour, label); another (`batch32` of the
+    # batch sweep) is labelled by its name.
+    local, _, partition = r['cell'].partition('_')
     ax.scatter(r['mean_s_normalized'], r['final_accuracy'], marker=markers[r['process']],
                color=colors.get(local, 'gray'))
-    ax.annotate(r['cell'].split('_', 1)[1], (r['mean_s_normalized'], r['final_accuracy']),
+    ax.annotate(partition or r['cell'], (r['mean_s_normalized'], r['final_accuracy']),
                 fontsize=6, xytext=(3, 2), textcoords='offset points')
   for process, marker in markers.items():
     ax.scatter([], [], marker=marker, color='gray', label=process)

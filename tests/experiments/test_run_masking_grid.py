@@ -2,6 +2,7 @@
 
 import csv
 import pathlib
+import shutil
 import statistics
 
 from absl import flags
@@ -79,6 +80,11 @@ class MaskingGridTest(tf.test.TestCase):
     summary = runner.run_experiment(config, log=lambda _: None)
     markdown = masking_tables.write_table([base / 'minibatch_iid'], base)
     self.assertEqual(markdown.count('| minibatch_iid |'), 3)
+    # A cell named otherwise than <local training>_<partition> (the batch sweep's `batch32`).
+    shutil.copytree(base / 'minibatch_iid', base / 'sweep' / 'batch32')
+    sweep = masking_tables.write_table([base / 'sweep' / 'batch32'], base / 'sweep')
+    self.assertEqual(sweep.count('| batch32 |'), 3)
+    self.assertTrue((base / 'sweep' / 'survival_vs_accuracy.png').exists())
     with open(base / 'grid.csv') as f:
       table = list(csv.DictReader(f))
     for row in table:
