@@ -54,7 +54,9 @@ def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
       authors' `s <- s + update`.
     model_aggregator: a `tff.aggregators` factory in place of the weighted mean (as TFF's
       `build_weighted_fed_avg` takes one); a weighted factory gets the clients' weights
-      (1 each unless the algorithm weighs). None: the algorithm's own aggregation.
+      (1 each unless the algorithm weighs; 0 for a non-finite client). An unweighted factory
+      gets no weights, so a non-finite client's zero message counts in its mean. None: the
+      algorithm's own aggregation.
 
   Returns:
     A `process.AlgorithmProcess` (with `round_functions` for the in-process executor unless
