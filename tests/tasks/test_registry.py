@@ -36,6 +36,11 @@ class TaskRegistryTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, r'Unknown task .*mnist_cnn.*shakespeare_gru'):
       tasks.build_task('mnist_resnet')
 
+  def test_unknown_option_lists_the_known_ones(self):
+    with self.assertRaisesRegex(ValueError, r'Unknown task option\(s\) local_epochs; known: '
+                                r'source, .*text_evaluation'):
+      tasks.build_task('digits_demo', local_epochs=2)
+
   def test_authors_mnist_split_from_npz(self):
     path = _mnist_npz(self.get_temp_dir())
     task = tasks.build_task('mnist_cnn', source='npz', data_path=path)

@@ -14,6 +14,7 @@ results.
 """
 
 import collections
+import dataclasses
 import json
 import pathlib
 import time
@@ -37,15 +38,15 @@ CONFIG_FILE = 'config.json'
 
 
 def build_task(config: config_lib.ExperimentConfig) -> tasks.Task:
-  """The configuration's task; data errors become `ConfigError` (one line)."""
+  """The configuration's task; data errors become `ConfigError` (one line).
+
+  Every `TaskOptions` field the configuration has under the same name is passed; `epochs` is
+  the configuration's `local_epochs`.
+  """
+  options = {field.name: getattr(config, field.name)
+             for field in dataclasses.fields(tasks.TaskOptions) if hasattr(config, field.name)}
   try:
-    return tasks.build_task(
-        config.task, source=config.source, data_path=config.data_path,
-        data_dir=config.data_dir, total_clients=config.total_clients,
-        num_clients=config.num_clients, partition=config.partition, alpha=config.alpha,
-        ratio=config.ratio, batch_size=config.batch_size, epochs=config.local_epochs,
-        seed=config.seed, model_seed=config.model_seed, double_softmax=config.double_softmax,
-        text_evaluation=config.text_evaluation)
+    return tasks.build_task(config.task, **dict(options, epochs=config.local_epochs))
   except ValueError as e:
     raise config_lib.ConfigError(str(e)) from e
 

@@ -26,6 +26,7 @@ authors' `tf.keras.datasets` loaders and so their example order; 'tff' for Shake
 import collections
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -54,6 +55,9 @@ COMMON_OPTIONS = ('num_clients', 'epochs', 'seed', 'model_seed')
 _PARTITIONED = ('total_clients', 'partition', 'alpha', 'ratio', 'dominant_fraction',
                 'batch_size')
 _LOCAL_FILES = ('source', 'data_path', 'data_dir')
+# The options `check_options` sees when set (not None); the others have a value always.
+_CHECKED_WHEN_SET = ('source', 'data_path', 'data_dir', 'total_clients', 'partition',
+                     'double_softmax', 'batch_size')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,52 +107,26 @@ def check_options(name: str, given: dict) -> None:
                        f'{partition or "the task default"}).')
 
 
-def build_task(name: str, *, source: str | None = None, data_path: str | None = None,
-               data_dir: str | None = None, total_clients: int | None = None,
-               num_clients: int | None = None, partition: str | None = None,
-               alpha: float = 1.0, ratio: float = 100.0, dominant_fraction: float = 0.8,
-               batch_size: int | None = None, epochs: int = 1, seed: int = 0,
-               model_seed: int | None = None, double_softmax: bool | None = None,
-               text_evaluation: str = 'authors') -> Task:
+def build_task(name: str, **options: Any) -> Task:
   """Builds task `name` (see the module docstring).
 
   Args:
     name: one of `TASK_NAMES`.
-    source: data source ('keras', 'tfds', 'npz', 'imagefolder'; 'tff', 'text'); task default
-      if None.
-    data_path: file or directory for the local sources.
-    data_dir: TFDS data directory.
-    total_clients: clients the training set is split into (task default if None).
-    num_clients: how many of them (the first ones) form the population in use.
-    partition: one of `partitions.PARTITIONS` (task default if None).
-    alpha, ratio, dominant_fraction: parameters of the dirichlet, quantity_skew and
-      class_imbalance partitions.
-    batch_size: local batch size; <= 0 for the whole client as one batch (full batch).
-    epochs: local epochs (the client dataset is repeated).
-    seed: seed of the partition and shuffles.
-    model_seed: seed of the model's initializers (None: the authors' seeding: the CNN's
-      GlorotNormal(seed=0), the FC, VGG and GRU unseeded, the demo's MLP from `seed`).
-    double_softmax: for `DOUBLE_SOFTMAX_TASKS`, False builds the fixed model (one softmax)
-      with `FIXED_CNN_LEARNING_RATE`; None or True: the authors' model.
-    text_evaluation: Shakespeare's test set: 'authors' (2 batches of 8 x 100 characters,
-      newly shuffled at every evaluation, as the authors' `evaluate(steps=2)`) or 'full'
-      (every test client's batches, up to 200 each).
+    **options: fields of `TaskOptions` (see there); the rest keep their defaults.
 
   Raises:
-    ValueError: unknown task name (listing the known ones) or bad options.
+    ValueError: unknown task name (listing the known ones), an unknown option or bad options.
     data_sources.DataSourceError: missing or malformed data.
   """
-  check_options(name, {k: v for k, v in dict(
-      source=source, data_path=data_path, data_dir=data_dir, total_clients=total_clients,
-      partition=partition, double_softmax=double_softmax, batch_size=batch_size).items()
-                        if v is not None})
-  if epochs < 1:
-    raise ValueError(f'epochs must be >= 1, got {epochs}.')
-  return TASKS[name].build(name, TaskOptions(
-      source=source, data_path=data_path, data_dir=data_dir, total_clients=total_clients,
-      num_clients=num_clients, partition=partition, alpha=alpha, ratio=ratio,
-      dominant_fraction=dominant_fraction, batch_size=batch_size, epochs=epochs, seed=seed,
-      model_seed=model_seed, double_softmax=double_softmax, text_evaluation=text_evaluation))
+  known = [field.name for field in dataclasses.fields(TaskOptions)]
+  unknown = sorted(set(options) - set(known))
+  if unknown:
+    raise ValueError(f'Unknown task option(s) {", ".join(unknown)}; known: {", ".join(known)}.')
+  o = TaskOptions(**options)
+  check_options(name, {k: getattr(o, k) for k in _CHECKED_WHEN_SET if getattr(o, k) is not None})
+  if o.epochs < 1:
+    raise ValueError(f'epochs must be >= 1, got {o.epochs}.')
+  return TASKS[name].build(name, o)
 
 
 def _digits_task(name: str, o: TaskOptions) -> Task:

@@ -53,7 +53,29 @@ class Task:
 
 @dataclasses.dataclass(frozen=True)
 class TaskOptions:
-  """`build_task`'s options (see there); a task's builder reads the ones it takes."""
+  """`registry.build_task`'s options; a task's builder reads the ones it takes.
+
+  Attributes:
+    source: data source ('keras', 'tfds', 'npz', 'imagefolder'; 'tff', 'text'); task default
+      if None.
+    data_path: file or directory for the local sources.
+    data_dir: TFDS data directory.
+    total_clients: clients the training set is split into (task default if None).
+    num_clients: how many of them (the first ones) form the population in use.
+    partition: one of `partitions.PARTITIONS` (task default if None).
+    alpha, ratio, dominant_fraction: parameters of the dirichlet, quantity_skew and
+      class_imbalance partitions.
+    batch_size: local batch size; <= 0 for the whole client as one batch (full batch).
+    epochs: local epochs (the client dataset is repeated).
+    seed: seed of the partition and shuffles.
+    model_seed: seed of the model's initializers (None: the authors' seeding: the CNN's
+      GlorotNormal(seed=0), the FC, VGG and GRU unseeded, the demo's MLP from `seed`).
+    double_softmax: for `DOUBLE_SOFTMAX_TASKS`, False builds the fixed model (one softmax)
+      with `FIXED_CNN_LEARNING_RATE`; None or True: the authors' model.
+    text_evaluation: Shakespeare's test set: 'authors' (2 batches of 8 x 100 characters,
+      newly shuffled at every evaluation, as the authors' `evaluate(steps=2)`) or 'full'
+      (every test client's batches, up to 200 each).
+  """
 
   source: str | None = None
   data_path: str | None = None
