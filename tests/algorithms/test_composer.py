@@ -10,6 +10,7 @@ import tensorflow_federated as tff
 from tests import tiny_models
 from tff_flare.algorithms import error_feedback
 from tff_flare.algorithms import flare
+from tff_flare.algorithms import model_aggregators
 from tff_flare.algorithms import registry
 
 _MODEL_FN = tiny_models.SOFTMAX_MODEL_FN
@@ -129,9 +130,6 @@ class ClientStateTest(tf.test.TestCase):
     self.assertEqual([np.shape(t) for t in state[error_feedback.ACCUMULATOR]], [(4, 3), (3,)])
 
 
-if __name__ == '__main__':
-  tf.test.main()
-
 
 def _with_aggregator(name, model_aggregator):
   hparams = tiny_models.tiny_hparams()
@@ -186,6 +184,32 @@ class ModelAggregatorTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "TFF's runtime only"):
       inprocess.InProcessProcess(_with_aggregator('fedavg', tff.aggregators.MeanFactory()))
 
+  @parameterized.parameters('tff_mean', 'robust')
+  def test_named_factories_train(self, name):
+    process = _with_aggregator('ec', model_aggregators.build(name))
+    state = process.initialize()
+    output = tiny_models.next_round(process, state,
+                                    [tiny_models.classification_dataset(s) for s in range(3)])
+    self.assertTrue(np.isfinite(output.metrics['train']['loss']), name)
+    self.assertIn('aggregator', output.metrics)
+    self.assertNotAllClose(
+        np.concatenate([a.ravel() for a in tiny_models.trainable_arrays(process, state)]),
+        np.concatenate([a.ravel() for a in tiny_models.trainable_arrays(process, output.state)]))
+
+  def test_zeroing_drops_every_client_over_its_norm(self):
+    process = _with_aggregator('fedavg', model_aggregators.build('zeroing', 1e-9))
+    state = process.initialize()
+    output = tiny_models.next_round(process, state,
+                                    [tiny_models.classification_dataset(s) for s in range(3)])
+    self.assertEqual(output.metrics['aggregator']['zeroed_count'], 3)
+    for before, after in zip(tiny_models.trainable_arrays(process, state),
+                             tiny_models.trainable_arrays(process, output.state)):
+      self.assertAllEqual(before, after)
+
   def test_not_a_factory(self):
     with self.assertRaisesRegex(TypeError, 'tff.aggregators factory'):
       _with_aggregator('fedavg', object())
+
+
+if __name__ == '__main__':
+  tf.test.main()

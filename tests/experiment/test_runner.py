@@ -204,6 +204,24 @@ class HyperparametersReachTheBuildersTest(tf.test.TestCase):
       self.assertEqual((optimizer._lr, optimizer._momentum), (0.07, 0.5), msg=name)  # pylint: disable=protected-access
 
 
+class ModelAggregatorRunTest(tf.test.TestCase):
+
+  def test_clipping_from_the_configuration_reaches_every_averaging_algorithm(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'clipped'
+    summary, _ = _run(_config(output, algorithms=('ec', 'fedavg'), rounds=1, eval_every=1,
+                              model_aggregator='clipping', aggregator_norm=1e-6))
+    # A TFF factory cannot run in-process: TFF's local runtime runs these rounds.
+    self.assertEqual(set(summary['where'].values()), {
+        "TFF's local runtime (TFF's own algorithm, or a TFF aggregation factory: it cannot "
+        'run in-process)'})
+    with open(output / 'metrics.csv') as f:
+      header = f.readline().strip().split(',')
+      row = dict(zip(header, f.readlines()[0].strip().split(',')))  # Round 0's training.
+    for name in ('ec', 'fedavg'):
+      self.assertEqual(float(row[f'{name}/train/aggregator/clipped_count']), 3.0, msg=name)
+      self.assertAllClose(float(row[f'{name}/train/aggregator/clipping_norm']), 1e-6)
+
+
 class MaskingExperimentTest(tf.test.TestCase):
 
   def test_mask_processes_side_by_side_with_fedavg(self):

@@ -60,22 +60,18 @@ class Context:
     """The builder keywords of a composed algorithm that averages."""
     return dict(client_optimizer=self.client_optimizer, model_aggregator=self.model_aggregator)
 
-  def own_aggregation(self, name: str) -> 'Context':
-    """This context, for an algorithm that aggregates its own way (refuses a factory)."""
-    if self.model_aggregator is not None:
-      raise ValueError(f'{name} aggregates its own way: it takes no model_aggregator.')
-    return self
-
 
 Builder = Callable[[model_facts.ModelFn, Any, Context], process.AlgorithmProcess]
 
 
 @attrs.frozen
 class Algorithm:
-  """A registry row: the parameters' class and the builder."""
+  """A registry row: the parameters' class, the builder, and whether the algorithm aggregates
+  its own way (then it takes no `model_aggregator`)."""
 
   params: type
   build: Builder
+  own_aggregation: bool = False
 
 
 def _given(params) -> dict:
@@ -98,11 +94,11 @@ ALGORITHMS: dict[str, Algorithm] = {
     'ec_ffl': Algorithm(ec_ffl.EcFflParams, lambda m, p, c: ec_ffl.build_ec_ffl(
         m, **_given(p), **c.options())),
     'ef21': Algorithm(ef21.Ef21Params, lambda m, p, c: ef21.build_ef21(
-        m, **_given(p), client_optimizer=c.own_aggregation('ef21').client_optimizer,
-        total_clients=c.total_clients)),
+        m, **_given(p), client_optimizer=c.client_optimizer,
+        total_clients=c.total_clients), own_aggregation=True),
     'ef21_dense': Algorithm(ef21.Ef21Params, lambda m, p, c: ef21.build_ef21(
-        m, **_given(p), client_optimizer=c.own_aggregation('ef21_dense').client_optimizer,
-        dense_state_shortcut=True)),
+        m, **_given(p), client_optimizer=c.client_optimizer,
+        dense_state_shortcut=True), own_aggregation=True),
     'fedavg': Algorithm(NoParams, lambda m, p, c: fedavg.build_fedavg(m, **c.options())),
     'mask_none': _masked('none'),
     'mask_independent': _masked('independent'),
@@ -110,11 +106,11 @@ ALGORITHMS: dict[str, Algorithm] = {
     'qsgd_ef': Algorithm(qsgd.QsgdParams, lambda m, p, c: qsgd.build_qsgd_ef(
         m, **_given(p), **c.options())),
     'tff_fedavg': Algorithm(NoParams, lambda m, p, c: tff_baselines.build_tff_fedavg(
-        m, client_optimizer=c.own_aggregation('tff_fedavg').client_optimizer)),
+        m, client_optimizer=c.client_optimizer), own_aggregation=True),
     'tff_fedprox': Algorithm(tff_baselines.TffFedProxParams, lambda m, p, c: (
         tff_baselines.build_tff_fedprox(
             m, proximal_strength=p.tff_fedprox_strength,
-            client_optimizer=c.own_aggregation('tff_fedprox').client_optimizer))),
+            client_optimizer=c.client_optimizer)), own_aggregation=True),
 }
 NAMES = tuple(ALGORITHMS)
 
@@ -181,9 +177,12 @@ def build(name: str, model_fn: model_facts.ModelFn,
   """The process of algorithm `name`.
 
   Raises:
-    ValueError: an unknown name (listing the known ones) or a bad hyperparameter.
+    ValueError: an unknown name (listing the known ones), a bad hyperparameter, or a
+      `model_aggregator` for an algorithm that aggregates its own way.
   """
   if name not in ALGORITHMS:
     raise ValueError(f'Unknown algorithm {name!r}; known: {", ".join(NAMES)}.')
   algorithm = ALGORITHMS[name]
+  if algorithm.own_aggregation and hyperparameters.model_aggregator is not None:
+    raise ValueError(f'{name} aggregates its own way: it takes no model_aggregator.')
   return algorithm.build(model_fn, hyperparameters.params(name), hyperparameters.context)

@@ -5,7 +5,8 @@
              during a round the run ends with `remote.WorkerUnavailableError` (exit 3).
   inprocess  this Python process, no TFF runtime (`inprocess`): the same `RoundFunctions`
              as `tf.function`s, on the GPU when TensorFlow sees one. TFF's own algorithms
-             (no `RoundFunctions`) still run on TFF's local runtime, which is then started too,
+             and processes with a TFF aggregation factory (`model_aggregators`; no
+             `RoundFunctions`) still run on TFF's local runtime, which is then started too,
              and `Execution.where(process)` says so.
   remote     TFF workers on other machines (`remote`): TFF's mergeable context over them;
              processes with client state run their round as two phases.
@@ -194,7 +195,8 @@ class InProcessExecution(Execution):
 
   def where(self, process: process_lib.AlgorithmProcess) -> str:
     if process.runs_only_on_tff:
-      return "TFF's local runtime (TFF's own algorithm: it cannot run in-process)"
+      return ("TFF's local runtime (TFF's own algorithm, or a TFF aggregation factory: it "
+              'cannot run in-process)')
     return 'in-process'
 
 

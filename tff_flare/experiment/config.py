@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from tff_flare.algorithms import hyperparameters
+from tff_flare.algorithms import model_aggregators
 from tff_flare.algorithms import registry as algorithms
 from tff_flare.execution import modes
 from tff_flare.simulation import sampling
@@ -94,6 +95,12 @@ class Settings:
                               'error naming it; a local worker that dies ends it at once.')
   client_threads: Optional[int] = _(None, 'With --execution=inprocess: clients trained at once '
                                     '(default: the number of CPUs).')
+  model_aggregator: str = _('mean', 'What the server averages the messages with, for the '
+                           'algorithms that average (not EF21 or TFF\'s own): '
+                           f'{", ".join(model_aggregators.NAMES)} (TFF factories; mean: the '
+                           "project's own, the only one that runs in-process).")
+  aggregator_norm: Optional[float] = _(None, 'The norm of --model_aggregator=clipping (L2 of '
+                                       'each message) or zeroing (largest absolute value).')
   allow_nonfinite_rounds: bool = _(False, 'Go on after a round in which an algorithm diverged '
                                    '(by default the run stops there).')
 
@@ -183,6 +190,14 @@ def _validate(config: ExperimentConfig) -> None:
          f'{", ".join(CLIENT_STATE_STORAGES)}.')
   modes.validate_execution(config.execution, config.workers, config.worker_timeout_s,
                            config.client_threads)
+  model_aggregators.check(config.model_aggregator, config.aggregator_norm)
+  if config.model_aggregator != 'mean':
+    own = [a for a in config.algorithms if algorithms.ALGORITHMS[a].own_aggregation]
+    _check(not own, f'{", ".join(own)} aggregate(s) their own way: they take no '
+           f'model_aggregator (it is {config.model_aggregator}); run them in another run.')
+    _check(config.execution != 'remote', f'model_aggregator={config.model_aggregator} is not '
+           'tested over remote workers: use --execution=local or inprocess (its processes then '
+           "run on TFF's local runtime).")
   population = config.num_clients or tasks.default_num_clients(config.task)
   if config.total_clients is not None:
     _check(population <= config.total_clients, f'num_clients ({population}) exceeds '

@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_flare.algorithms import model_aggregators
 from tff_flare.algorithms import registry as algorithms
 from tff_flare.execution import modes
 from tff_flare.experiment import config as config_lib
@@ -67,7 +68,9 @@ def hyperparameters(config: config_lib.ExperimentConfig,
       client_optimizer=tff.learning.optimizers.build_sgdm(learning_rate,
                                                           momentum=momentum or None),
       total_clients=len(task.train_data.client_ids),
-      is_regularized=task_defaults.get('is_regularized'), seed=config.seed, **knobs)
+      is_regularized=task_defaults.get('is_regularized'), seed=config.seed,
+      model_aggregator=model_aggregators.build(config.model_aggregator, config.aggregator_norm),
+      **knobs)
 
 
 # Files of the reproduce machinery (`experiments/figures.py`) that may precede a run's own.
