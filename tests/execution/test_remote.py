@@ -15,6 +15,7 @@ import tensorflow_federated as tff
 
 from tff_flare.algorithms import ec
 from tff_flare.algorithms import flare
+from tff_flare.algorithms import model_aggregators
 from tff_flare.execution import cleanup
 from tff_flare.execution import modes
 from tff_flare.execution import remote
@@ -43,7 +44,11 @@ def _train_two_rounds(task, execution):
           task.model_fn, keep_percent=5.0, client_optimizer=optimizer, tau=0.05,
           tau_decay=1.1, reg_steps=1), execution),
       loop.AlgorithmRun('ec', ec.build_ec(task.model_fn, keep_percent=5.0,
-                                          client_optimizer=optimizer), execution)]
+                                          client_optimizer=optimizer), execution),
+      # A TFF aggregation factory in the mean's place: its aggregation is cut too.
+      loop.AlgorithmRun('ec_clipped', ec.build_ec(
+          task.model_fn, keep_percent=5.0, client_optimizer=optimizer,
+          model_aggregator=model_aggregators.build('clipping', 0.05)), execution)]
   rows = hooks.CollectRows()
   loop.run_rounds(runs, task.client_datasets,
                   sampling.build_client_sampler(task.train_data.client_ids, 4, seed=3),
@@ -76,7 +81,7 @@ class TwoLoopbackWorkersTest(tf.test.TestCase):
                             atol=1e-6, msg=f'{local.name} {cid}')
     for local_row, remote_row in zip(local_history, remote_history):
       self.assertEqual(local_row['clients'], remote_row['clients'])
-      for name in ('flare', 'ec'):
+      for name in ('flare', 'ec', 'ec_clipped'):
         self.assertAllClose(local_row[name]['train'], remote_row[name]['train'], rtol=1e-5)
 
 

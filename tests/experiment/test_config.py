@@ -45,8 +45,6 @@ class ValidateTest(tf.test.TestCase, parameterized.TestCase):
       ('norm_without_clipping', dict(aggregator_norm=1.0), 'applies to model_aggregator=clip'),
       ('factory_for_ef21', dict(algorithms=('ec', 'ef21'), model_aggregator='tff_mean'),
        'ef21 aggregate.s. their own way'),
-      ('factory_over_workers', dict(model_aggregator='robust', execution='remote',
-                                    workers=('localhost:8000',)), 'not tested over remote'),
       ('workers_without_remote', dict(workers=('h:1',)), 'execution is local'),
       ('threads', dict(execution='inprocess', client_threads=0), 'client threads'),
       # Zero used to mean "the task's default" silently (issue 19).

@@ -195,9 +195,6 @@ def _validate(config: ExperimentConfig) -> None:
     own = [a for a in config.algorithms if algorithms.ALGORITHMS[a].own_aggregation]
     _check(not own, f'{", ".join(own)} aggregate(s) their own way: they take no '
            f'model_aggregator (it is {config.model_aggregator}); run them in another run.')
-    _check(config.execution != 'remote', f'model_aggregator={config.model_aggregator} is not '
-           'tested over remote workers: use --execution=local or inprocess (its processes then '
-           "run on TFF's local runtime).")
   population = config.num_clients or tasks.default_num_clients(config.task)
   if config.total_clients is not None:
     _check(population <= config.total_clients, f'num_clients ({population}) exceeds '
