@@ -222,6 +222,22 @@ class ModelAggregatorRunTest(tf.test.TestCase):
       self.assertAllClose(float(row[f'{name}/train/aggregator/clipping_norm']), 1e-6)
 
 
+  def test_a_stateful_factory_resumes_from_its_checkpointed_state(self):
+    # TFF's robust aggregator estimates its norms from the clients: server state.
+    base = pathlib.Path(self.get_temp_dir())
+    straight, _ = _run(_config(base / 'straight', algorithms=('ec',), rounds=2, eval_every=1,
+                               execution='local', model_aggregator='robust'))
+    _run(_config(base / 'resumed', algorithms=('ec',), rounds=1, eval_every=1,
+                 execution='local', model_aggregator='robust'))
+    resumed, _ = _run(_config(base / 'resumed', algorithms=('ec',), rounds=2, eval_every=1,
+                              execution='local', model_aggregator='robust'))
+    self.assertEqual(straight['final_eval'], resumed['final_eval'])
+    with self.assertRaisesRegex(config_lib.ConfigError, 'model_aggregator: .robust. then, '
+                                '.tff_mean. now'):
+      _run(_config(base / 'resumed', algorithms=('ec',), rounds=4, execution='local',
+                   model_aggregator='tff_mean'))
+
+
 class MaskingExperimentTest(tf.test.TestCase):
 
   def test_mask_processes_side_by_side_with_fedavg(self):
