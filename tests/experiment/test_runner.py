@@ -206,35 +206,39 @@ class HyperparametersReachTheBuildersTest(tf.test.TestCase):
 
 class ModelAggregatorRunTest(tf.test.TestCase):
 
-  def test_clipping_from_the_configuration_reaches_every_averaging_algorithm(self):
-    output = pathlib.Path(self.get_temp_dir()) / 'clipped'
-    summary, _ = _run(_config(output, algorithms=('ec', 'fedavg'), rounds=1, eval_every=1,
-                              model_aggregator='clipping', aggregator_norm=1e-6))
-    # A TFF factory cannot run in-process: TFF's local runtime runs these rounds.
-    self.assertEqual(set(summary['where'].values()), {
-        "TFF's local runtime (TFF's own algorithm, or a TFF aggregation factory: it cannot "
-        'run in-process)'})
-    with open(output / 'metrics.csv') as f:
-      header = f.readline().strip().split(',')
-      row = dict(zip(header, f.readlines()[0].strip().split(',')))  # Round 0's training.
-    for name in ('ec', 'fedavg'):
-      self.assertEqual(float(row[f'{name}/train/aggregator/clipped_count']), 3.0, msg=name)
-      self.assertAllClose(float(row[f'{name}/train/aggregator/clipping_norm']), 1e-6)
+  def test_the_configured_factory_and_norm_reach_the_hyperparameters(self):
+    config = _config(self.get_temp_dir(), algorithms=('ec',), model_aggregator='clipping',
+                     aggregator_norm=0.25)
+    with mock.patch.object(runner.model_aggregators, 'build') as build:
+      hparams = runner.hyperparameters(config, runner.build_task(config))
+    build.assert_called_once_with('clipping', 0.25)
+    self.assertIs(hparams.model_aggregator, build.return_value)
 
-
-  def test_a_stateful_factory_resumes_from_its_checkpointed_state(self):
+  def test_a_stateful_factory_runs_and_resumes_from_its_checkpointed_state(self):
     # TFF's robust aggregator estimates its norms from the clients: server state.
     base = pathlib.Path(self.get_temp_dir())
-    straight, _ = _run(_config(base / 'straight', algorithms=('ec',), rounds=2, eval_every=1,
-                               execution='local', model_aggregator='robust'))
-    _run(_config(base / 'resumed', algorithms=('ec',), rounds=1, eval_every=1,
-                 execution='local', model_aggregator='robust'))
-    resumed, _ = _run(_config(base / 'resumed', algorithms=('ec',), rounds=2, eval_every=1,
-                              execution='local', model_aggregator='robust'))
+    algorithms = ('ec',)
+    straight, _ = _run(_config(base / 'straight', algorithms=algorithms, rounds=2,
+                               eval_every=1, model_aggregator='robust'))
+    # A TFF factory cannot run in-process: TFF's local runtime runs these rounds.
+    self.assertEqual(set(straight['where'].values()), {
+        "TFF's local runtime (TFF's own algorithm, or a TFF aggregation factory: it cannot "
+        'run in-process)'})
+    with open(base / 'straight' / 'metrics.csv') as f:
+      header = f.readline().strip().split(',')
+      row = dict(zip(header, f.readlines()[0].strip().split(',')))  # Round 0's training.
+    for name in algorithms:
+      measured = [k for k in header if k.startswith(f'{name}/train/aggregator/')]
+      self.assertNotEmpty(measured, msg=name)
+      self.assertTrue(all(row[k] != '' for k in measured), msg=name)
+    _run(_config(base / 'resumed', algorithms=algorithms, rounds=1, eval_every=1,
+                 model_aggregator='robust'))
+    resumed, _ = _run(_config(base / 'resumed', algorithms=algorithms, rounds=2,
+                              eval_every=1, model_aggregator='robust'))
     self.assertEqual(straight['final_eval'], resumed['final_eval'])
     with self.assertRaisesRegex(config_lib.ConfigError, 'model_aggregator: .robust. then, '
                                 '.tff_mean. now'):
-      _run(_config(base / 'resumed', algorithms=('ec',), rounds=4, execution='local',
+      _run(_config(base / 'resumed', algorithms=algorithms, rounds=4,
                    model_aggregator='tff_mean'))
 
 
