@@ -135,16 +135,21 @@ def command(figure: Figure, run: Run, execution_args: Sequence[str] = ONE_CORE,
 
 
 def rounds_done(run_dir: pathlib.Path) -> int:
-  """Rounds a run has finished: its summary's, else its latest checkpoint's, else 0."""
+  """Rounds a run has finished: the later of its summary's and its latest checkpoint's, else 0.
+
+  (A run finished in pieces keeps the summary of its last finished piece while an
+  interrupted later piece has checkpointed further.)
+  """
+  summarized = 0
   summary = run_dir / 'summary.json'
   if summary.exists():
     try:
-      return int(json.loads(summary.read_text())['rounds'])
+      summarized = int(json.loads(summary.read_text())['rounds'])
     except (OSError, ValueError, KeyError, TypeError):
       pass
   versions = [int(m.group(1)) for p in (run_dir / 'checkpoints').glob('program_state_*')
               if (m := re.fullmatch(r'program_state_(\d+)', p.name))]
-  return max(versions, default=0)
+  return max(versions + [summarized])
 
 
 def check_recorded_flags(figure: Figure, run: Run, root: pathlib.Path = ROOT) -> None:

@@ -34,6 +34,17 @@ def _rounds_in_csv(run_dir: pathlib.Path) -> list[int]:
 
 class FiguresTest(tf.test.TestCase):
 
+  def test_rounds_done_is_the_later_of_summary_and_checkpoint(self):
+    run_dir = pathlib.Path(self.get_temp_dir()) / 'run'
+    self.assertEqual(figures.rounds_done(run_dir), 0)
+    run_dir.mkdir()
+    (run_dir / 'summary.json').write_text(json.dumps({'rounds': 100}))  # The first piece.
+    self.assertEqual(figures.rounds_done(run_dir), 100)
+    (run_dir / 'checkpoints' / 'program_state_270').mkdir(parents=True)  # A later piece.
+    self.assertEqual(figures.rounds_done(run_dir), 270)
+    (run_dir / 'summary.json').write_text(json.dumps({'rounds': 300}))  # Finished.
+    self.assertEqual(figures.rounds_done(run_dir), 300)
+
   def test_shard_resume_skip_refuse_and_summarize(self):
     root = pathlib.Path(self.get_temp_dir())
     lines = []
