@@ -176,7 +176,7 @@ class ModelAggregatorTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters('ef21', 'ef21_dense', 'tff_fedavg')
   def test_refused_where_the_algorithm_aggregates_its_own_way(self, name):
-    with self.assertRaisesRegex(ValueError, 'aggregates its own way'):
+    with self.assertRaisesRegex(ValueError, f'^{name} aggregate.s. their own way'):
       _with_aggregator(name, tff.aggregators.MeanFactory())
 
   def test_refused_by_the_in_process_executor(self):

@@ -172,6 +172,14 @@ class Hyperparameters:
     raise AttributeError(name)
 
 
+def check_take_model_aggregator(names) -> None:
+  """Raises `ValueError` naming the algorithms of `names` that aggregate their own way."""
+  own = [n for n in names if ALGORITHMS[n].own_aggregation]
+  if own:
+    raise ValueError(f'{", ".join(own)} aggregate(s) their own way: they take no '
+                     'model_aggregator; run them in another run.')
+
+
 def build(name: str, model_fn: model_facts.ModelFn,
           hyperparameters: Hyperparameters) -> process.AlgorithmProcess:
   """The process of algorithm `name`.
@@ -183,6 +191,6 @@ def build(name: str, model_fn: model_facts.ModelFn,
   if name not in ALGORITHMS:
     raise ValueError(f'Unknown algorithm {name!r}; known: {", ".join(NAMES)}.')
   algorithm = ALGORITHMS[name]
-  if algorithm.own_aggregation and hyperparameters.model_aggregator is not None:
-    raise ValueError(f'{name} aggregates its own way: it takes no model_aggregator.')
+  if hyperparameters.model_aggregator is not None:
+    check_take_model_aggregator([name])
   return algorithm.build(model_fn, hyperparameters.params(name), hyperparameters.context)

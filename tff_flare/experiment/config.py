@@ -192,9 +192,7 @@ def _validate(config: ExperimentConfig) -> None:
                            config.client_threads)
   model_aggregators.check(config.model_aggregator, config.aggregator_norm)
   if config.model_aggregator != 'mean':
-    own = [a for a in config.algorithms if algorithms.ALGORITHMS[a].own_aggregation]
-    _check(not own, f'{", ".join(own)} aggregate(s) their own way: they take no '
-           f'model_aggregator (it is {config.model_aggregator}); run them in another run.')
+    algorithms.check_take_model_aggregator(config.algorithms)
   population = config.num_clients or tasks.default_num_clients(config.task)
   if config.total_clients is not None:
     _check(population <= config.total_clients, f'num_clients ({population}) exceeds '
