@@ -4,7 +4,8 @@ A `Figure` is a name, its runs and a summary; a `Run` is one `run_experiment` (o
 `run_masking`) command: its flags and its number of rounds. A run's output directory is
 `experiments/results/<figure>/<run>/`, so what is committed (`metrics.csv`, `config.json`,
 `summary.json`, `command.json`) is what the run wrote, and the figure is made from it
-(`checkpoints/`, `tensorboard/`, `client_states/` and `log.txt` are not committed).
+(`checkpoints/`, `tensorboard/`, `client_states/`, `log.txt` and the run's `.lock` are not
+committed).
 
 * A run is finished when its `summary.json` holds `rounds` >= the planned rounds; a finished
   run is skipped if its recorded flags are the figure's. A run with fewer rounds is resumed
@@ -293,12 +294,22 @@ def _cores() -> list[int]:
     return list(range(os.cpu_count() or 1))
 
 
-def _last_line(path: pathlib.Path) -> str:
+def failure(returncode: int, log_path: pathlib.Path) -> str:
+  """What a failed run's exit says: its log's last line; for a run killed by a signal, the
+  signal and the line Python's fault handler starts its report with (its last line is the
+  list of extension modules)."""
   try:
-    lines = [line for line in path.read_text(errors='replace').splitlines() if line.strip()]
+    lines = [line for line in log_path.read_text(errors='replace').splitlines() if line.strip()]
   except OSError:
-    return ''
-  return lines[-1] if lines else ''
+    lines = []
+  if returncode >= 0:
+    return f'exit {returncode}: {lines[-1] if lines else ""}'
+  try:
+    name = signal.Signals(-returncode).name
+  except ValueError:
+    name = f'signal {-returncode}'
+  fatal = [line for line in lines if line.startswith('Fatal Python error')]
+  return f'killed by {name}' + (f': {fatal[-1]}' if fatal else '')
 
 
 def execute(runs: Sequence[tuple[Figure, Run]], jobs: int = 1, root: pathlib.Path = ROOT,
@@ -355,8 +366,8 @@ def execute(runs: Sequence[tuple[Figure, Run]], jobs: int = 1, root: pathlib.Pat
         else:
           failed.append(process.returncode)
           log_path = figure.run_dir(root, run) / LOG_FILE
-          log(f'{figure.name}/{run.name}: failed (exit {process.returncode}): '
-              f'{_last_line(log_path)} (log: {figure.run_dir(pathlib.Path("."), run) / LOG_FILE})')
+          log(f'{figure.name}/{run.name}: failed ({failure(process.returncode, log_path)}) '
+              f'(log: {figure.run_dir(pathlib.Path("."), run) / LOG_FILE})')
   finally:
     for process in running:  # Interrupted: the runs stop as on Ctrl-C (each resumes).
       try:

@@ -128,6 +128,17 @@ class RefusedRunTest(tf.test.TestCase):
     with self.assertRaisesRegex(config_lib.ConfigError, 'has checkpoints but no config.json'):
       _run(_config(output, algorithms=('ec',), rounds=3, keep_percent=0.01, tau=0.5))
 
+  def test_a_directory_in_use_by_another_run_is_refused(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'in_use'
+    output.mkdir()
+    with runner.exclusive_output_dir(str(output)):  # Another open file: as another process.
+      with self.assertRaisesRegex(config_lib.ConfigError,
+                                  rf'in use by another run \(pid {os.getpid()}\)'):
+        _run(_config(output, algorithms=('fedavg',), rounds=1))
+      self.assertEqual(sorted(p.name for p in output.iterdir()), ['.lock'])  # Nothing written.
+    summary, _ = _run(_config(output, algorithms=('fedavg',), rounds=1))  # Released.
+    self.assertEqual(summary['rounds'], 1)
+
   def test_a_directory_of_something_else_is_refused(self):
     output = pathlib.Path(self.get_temp_dir()) / 'foreign'
     output.mkdir()

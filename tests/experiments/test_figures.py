@@ -106,6 +106,17 @@ class FiguresTest(tf.test.TestCase):
                      2)
     self.assertIn('learning_rate must be > 0', lines[-1])
 
+  def test_a_crash_is_named_by_its_signal_not_the_fault_handler_last_line(self):
+    log = pathlib.Path(self.get_temp_dir()) / 'log.txt'
+    log.write_text('round 73 | 0.04 rounds/s\nFatal Python error: Segmentation fault\n\n'
+                   'Thread 0x1 (most recent call first):\n  File "x.py", line 1\n\n'
+                   'Extension modules: numpy.core._multiarray_umath (total: 1)\n')
+    self.assertEqual(figures.failure(-11, log),
+                     'killed by SIGSEGV: Fatal Python error: Segmentation fault')
+    self.assertEqual(figures.failure(-9, log.with_name('absent.txt')), 'killed by SIGKILL')
+    self.assertEqual(figures.failure(1, log),
+                     'exit 1: Extension modules: numpy.core._multiarray_umath (total: 1)')
+
   def test_bad_selections(self):
     with self.assertRaisesRegex(figures.ReproduceError, 'Unknown figures'):
       figures.select([_tiny_figure()], ['nope'])

@@ -10,12 +10,15 @@ state (the round, each algorithm's server state and every client's state) is che
 every `checkpoint_every` rounds and at the end; started again with the same configuration
 and output directory, the run resumes from the latest checkpoint (`config` says what may
 change). `summary.json` holds the configuration, where each algorithm ran and the final
-results.
+results. One run at a time uses a directory (`exclusive_output_dir`).
 """
 
 import collections
+import contextlib
 import dataclasses
+import fcntl
 import json
+import os
 import pathlib
 import time
 from typing import Callable
@@ -36,6 +39,7 @@ from tff_flare.simulation import sampling
 from tff_flare.tasks import registry as tasks
 
 CONFIG_FILE = 'config.json'
+LOCK_FILE = '.lock'
 
 
 def build_task(config: config_lib.ExperimentConfig) -> tasks.Task:
@@ -74,7 +78,40 @@ def hyperparameters(config: config_lib.ExperimentConfig,
 
 
 # Files of the reproduce machinery (`experiments/figures.py`) that may precede a run's own.
-_FOREIGN_BUT_ALLOWED = ('command.json', 'log.txt', '.write_probe')
+_FOREIGN_BUT_ALLOWED = ('command.json', 'log.txt', '.write_probe', LOCK_FILE)
+
+
+@contextlib.contextmanager
+def exclusive_output_dir(output_dir: str):
+  """Holds `<output_dir>/.lock` (an exclusive `flock`) while a run uses the directory.
+
+  A second run started on the same directory (a second `reproduce`, two overlapping shards)
+  would write the same checkpoints and rows as the first and mix them; it is refused instead.
+  The kernel releases the lock when its process ends, however it ends (a kill, a crash), so a
+  lock is never left stale. `flock` is local to one machine: shards on several machines need
+  directories of their own, as `reproduce --shard` gives them.
+
+  Raises:
+    config_lib.ConfigError: another process holds the directory.
+  """
+  path = pathlib.Path(output_dir) / LOCK_FILE
+  with open(path, 'a+') as lock:
+    try:
+      fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      lock.seek(0)
+      holder = lock.read().strip() or 'unknown'
+      raise config_lib.ConfigError(
+          f'{output_dir} is in use by another run (pid {holder}): two runs in one directory '
+          'would mix their checkpoints and rows. Wait for it or stop it, or use another '
+          '--output_dir.') from None
+    lock.truncate(0)
+    lock.write(str(os.getpid()))
+    lock.flush()
+    try:
+      yield
+    finally:
+      fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _check_output_dir(config: config_lib.ExperimentConfig, checkpoint_rounds: list[int]) -> None:
@@ -151,24 +188,26 @@ def run_experiment(config: config_lib.ExperimentConfig,
   directory's record and checkpoints.
 
   Raises:
-    config_lib.ConfigError: a bad configuration, data source or checkpoint, or a
-      configuration that does not match the run in `output_dir`.
+    config_lib.ConfigError: a bad configuration, data source or checkpoint, a
+      configuration that does not match the run in `output_dir`, or another run using
+      `output_dir` now.
     remote.WorkerUnavailableError: a TFF worker down at start or gone during a round; the
       run resumes from its last checkpoint when started again.
     hooks.NonFiniteRoundError, hooks.NonFiniteEvaluationError: an algorithm diverged.
   """
   config_lib.validate(config)
-  task = build_task(config)
-  processes = build_processes(config, task)
-  checkpoint_rounds = checkpoints_lib.saved_rounds(pathlib.Path(config.output_dir) /
-                                                   'checkpoints')
-  _check_output_dir(config, checkpoint_rounds)
-  record = _record_config(config, log)
-  execution = modes.build_execution(config.execution, config.workers,
-                                    timeout_s=config.worker_timeout_s,
-                                    num_threads=config.client_threads)
-  with execution:
-    return _run(config, task, processes, execution, record, log)
+  with exclusive_output_dir(config.output_dir):
+    task = build_task(config)
+    processes = build_processes(config, task)
+    checkpoint_rounds = checkpoints_lib.saved_rounds(pathlib.Path(config.output_dir) /
+                                                     'checkpoints')
+    _check_output_dir(config, checkpoint_rounds)
+    record = _record_config(config, log)
+    execution = modes.build_execution(config.execution, config.workers,
+                                      timeout_s=config.worker_timeout_s,
+                                      num_threads=config.client_threads)
+    with execution:
+      return _run(config, task, processes, execution, record, log)
 
 
 def _run(config, task, processes, execution, record, log) -> dict:
