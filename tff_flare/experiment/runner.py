@@ -21,7 +21,7 @@ import json
 import os
 import pathlib
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import tensorflow as tf
@@ -82,7 +82,7 @@ _FOREIGN_BUT_ALLOWED = ('command.json', 'log.txt', '.write_probe', LOCK_FILE)
 
 
 @contextlib.contextmanager
-def exclusive_output_dir(output_dir: str):
+def exclusive_output_dir(output_dir: str) -> Iterator[None]:
   """Holds `<output_dir>/.lock` (an exclusive `flock`) while a run uses the directory.
 
   A second run started on the same directory (a second `reproduce`, two overlapping shards)
