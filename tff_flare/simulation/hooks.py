@@ -1,10 +1,12 @@
-"""The loop's hooks: evaluation, releases, checkpoints, progress, and the non-finite stop.
+"""The loop's hooks: evaluation, releases, checkpoints, progress, the non-finite stop, and
+the collection of cyclic garbage.
 
 Each is a `loop.Hook`; a run passes the ones it wants to `loop.run_rounds`, in order
 (evaluation first, so that the others see its results).
 """
 
 import asyncio
+import gc
 import math
 from collections.abc import Callable, Sequence
 import time
@@ -205,3 +207,28 @@ class LogProgress(loop.Hook):
                          for run in runs if 'eval' in row[run.name])
     self._log(f'round {round_num} | {rate:.2f} rounds/s | ETA '
               f'{(self._end_round - done) / rate:.0f} s{accuracies}')
+
+
+class CollectCyclicGarbage(loop.Hook):
+  """Runs Python's full garbage collection after every `every`-th round.
+
+  A run leaves TensorFlow graph objects in reference cycles (`FuncGraph`s, their operations,
+  placeholders of the model's shapes, uninitialized variables: ~20,000 objects in 40 rounds
+  of the FC; which code makes them is not traced, the checkpoints' SavedModel writes are
+  the likely one). They outlive the young
+  generations' collections, and Python's automatic full collection waits until the
+  long-lived objects have grown by a quarter (~560,000 in an FC run). A run of the 145 MB FC grew by
+  23-60 MB of resident memory a round, to ~10 GB; with this hook it stays level (measured:
+  the README's checkpoint section). A full collection there costs ~0.5 s. Placed after the
+  checkpoint hook, it runs right after a checkpoint when both have the same period.
+
+  Args:
+    every: rounds between collections.
+  """
+
+  def __init__(self, every: int = 10):
+    self._every = every
+
+  def after_round(self, round_num, runs, row) -> None:
+    if (round_num + 1) % self._every == 0:
+      gc.collect()
