@@ -13,7 +13,8 @@ Figures (the issue's order of importance):
   class_imbalance_cnn       the CNN on class-imbalanced clients (our definition)
   masking_grid_100rounds    the masking grid's other 8 cells to 100 rounds
   masking_batch_sweep       survival against accuracy from batch 32 to the full batch (IID)
-  fc3_1000rounds            the FC, 3 of 10, to the authors' 1,000 rounds; and R = 0.0001 %
+  fc3_1000rounds            the FC, 3 of 10, to the authors' 1,000 rounds (a process per algorithm,
+                            one initial model: model seed 0); and R = 0.0001 % to 300
 """
 
 import collections
@@ -239,24 +240,35 @@ def _summarize_seed_groups(groups: dict, figure, folder, table_rounds) -> str:
   """One seeds figure and table (plot --seeds) per group of runs, over the algorithms every
   run of the group holds (an external run with more, say EF21, adds none). A group is
   `(run names, title)` or `(run names, title, unit)`, `unit` naming what its runs vary
-  (default 'seeds': the client stream)."""
+  (default 'seeds': the client stream). A tuple among the run names is one seed made of
+  several runs, one algorithm each (same seed, same initial model: their curves are merged;
+  the ones with no metrics yet are left out)."""
   runs = _run_curves(figure, folder)
   parts = [f'### {figure.title}\n']
   for group, (names, title, *unit) in groups.items():
     unit = unit[0] if unit else 'seeds'
-    present = [n for n in names if n in runs]
-    if not present:
+    seeds = collections.OrderedDict()
+    for name in names:
+      if isinstance(name, tuple):
+        merged = collections.OrderedDict()
+        for part in name:
+          merged.update(runs.get(part, {}))
+        if merged:
+          seeds[' + '.join(n for n in name if n in runs)] = merged
+      elif name in runs:
+        seeds[name] = runs[name]
+    if not seeds:
       continue
-    shared = set.intersection(*(set(runs[name]) for name in present))
+    shared = set.intersection(*(set(curves) for curves in seeds.values()))
     curves = collections.OrderedDict()
-    for name in present:
-      for algorithm, curve in runs[name].items():
+    for per_run in seeds.values():
+      for algorithm, curve in per_run.items():
         if algorithm in shared:
           curves.setdefault(algorithm, []).append(curve)
     plot.plot_seeds(curves, str(folder / f'{group}.png'), title)
     table = plot.seed_table(curves, table_rounds, unit) + '\n' + plot.seed_orderings(curves)
     (folder / f'{group}.md').write_text(table)
-    parts.append(f'**{title}** ({", ".join(present)}; `{group}.png`):\n\n{table}')
+    parts.append(f'**{title}** ({", ".join(seeds)}; `{group}.png`):\n\n{table}')
   parts.append(_commands(figure))
   return '\n'.join(parts)
 
@@ -349,19 +361,29 @@ MASKING_BATCH_SWEEP = figures.Figure(
 # ---------------------------------------------------------------------------------------------
 # The FC to 1,000 rounds.
 
+# One process per algorithm, all from one initial model (model seed 0; the authors' FC is
+# unseeded, so separate processes would otherwise start from different models): the four
+# runs go on two cores at once, and each can be finished in a session of its own.
+_FC3_ALGORITHMS = ('flare', 'ec', 'ef21_dense', 'fedavg')
+_FC3_R0_001 = tuple(f'R0.001_model_seed0_{a}' for a in _FC3_ALGORITHMS)
+
 FC3_1000ROUNDS = figures.Figure(
     name='fc3_1000rounds',
     title='MNIST FC, 3 of 10 clients: to the authors\' 1,000 rounds, and R = 0.0001 %',
-    runs=(figures.Run('R0.001', dict(preset='fc_unavailable_3', **MNIST,
-                                     algorithms='flare,ec,ef21_dense,fedavg', seed=0,
-                                     client_state_storage='disk'), rounds=1001),
-          figures.Run('R0.0001', dict(preset='fc_unavailable_3', **MNIST,
+    runs=tuple(figures.Run(name, dict(preset='fc_unavailable_3', **MNIST, algorithms=algorithm,
+                                      seed=0, model_seed=0), rounds=1001)
+               for name, algorithm in zip(_FC3_R0_001, _FC3_ALGORITHMS)) +
+         (figures.Run('R0.0001', dict(preset='fc_unavailable_3', **MNIST,
                                       algorithms='flare,ec,ef21_dense', seed=0,
                                       keep_percent=0.0001, client_state_storage='disk'),
-                      rounds=300)),
+                      rounds=300),),
     summarize=lambda figure, folder: _summarize_seed_groups(collections.OrderedDict(
-        R0_001=(['R0.001'], 'FC, R = 0.001 %'), R0_0001=(['R0.0001'], 'FC, R = 0.0001 %')),
-        figure, folder, [100, 200, 300, 500, 1000]))
+        R0_001=([_FC3_R0_001], 'FC, R = 0.001 %, model seed 0, one process per algorithm'),
+        R0_001_unseeded=(['R0.001_unseeded'], 'FC, R = 0.001 %, unseeded initial model, '
+                         'the four algorithms in one process (stopped at round 450)'),
+        R0_0001=(['R0.0001'], 'FC, R = 0.0001 %')),
+        figure, folder, [100, 200, 300, 400, 500, 700, 1000]),
+    external={'R0.001_unseeded': 'experiments/results/fc3_1000rounds/R0.001_unseeded'})
 
 # ---------------------------------------------------------------------------------------------
 # The figures committed before this manifest, regenerated from their committed runs (made by
