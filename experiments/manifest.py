@@ -27,7 +27,8 @@ import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-from experiments import figures  # pylint: disable=g-bad-import-order,wrong-import-position
+from experiments import claims  # pylint: disable=g-bad-import-order,wrong-import-position
+from experiments import figures  # pylint: disable=wrong-import-position
 from experiments import masking_tables  # pylint: disable=wrong-import-position
 from experiments import plot  # pylint: disable=wrong-import-position
 
@@ -40,13 +41,6 @@ SEEDS = (0, 1, 2)
 CNN3_SEEDS = {f'seed{s}': f'experiments/results/mnist_cnn_3of10_seeds/seed{s}' for s in SEEDS}
 CNN3_1001 = {f'rounds1001_seed{s}': f'experiments/results/mnist_cnn_3of10_seeds/rounds1001_seed{s}'
              for s in (0, 1)}
-RENAME = {'ef21': 'ef21_dense'}
-
-
-def _curves(path: pathlib.Path, rename=None) -> dict:
-  rename = RENAME if rename is None else rename
-  curves = plot.read_curves(path / 'metrics.csv')
-  return {rename.get(name, name): curve for name, curve in curves.items()}
 
 
 def _run_curves(figure: figures.Figure, folder: pathlib.Path) -> dict:
@@ -54,14 +48,10 @@ def _run_curves(figure: figures.Figure, folder: pathlib.Path) -> dict:
   result = collections.OrderedDict()
   for run in figure.runs:
     if (folder / run.name / 'metrics.csv').exists():
-      result[run.name] = _curves(folder / run.name)
+      result[run.name] = plot.read_run_curves(folder / run.name)
   for name, path in figure.external.items():
-    result[name] = _curves(figures.ROOT / path)
+    result[name] = plot.read_run_curves(figures.ROOT / path)
   return result
-
-
-def _at(curve, round_num):
-  return curve['accuracy'][curve['round'].index(round_num)] if round_num in curve['round'] else None
 
 
 def _cell(values) -> str:
@@ -174,12 +164,12 @@ def _summarize_sparsity(figure, folder) -> str:
     for algorithm, curve in curves.items():
       if algorithm == 'fedavg':
         for r in table_rounds:
-          if _at(curve, r) is not None:
-            fedavg[r].append(_at(curve, r))
+          if plot.accuracy_at(curve, r) is not None:
+            fedavg[r].append(plot.accuracy_at(curve, r))
         continue
       for r in table_rounds:
-        if _at(curve, r) is not None:
-          points[(algorithm, r)][keep_percent].append(_at(curve, r))
+        if plot.accuracy_at(curve, r) is not None:
+          points[(algorithm, r)][keep_percent].append(plot.accuracy_at(curve, r))
   algorithms = ('flare', 'ec', 'ef21_dense')
   fig, axes = plt.subplots(1, 3, figsize=(16, 4.5), sharey=True)
   for ax, r in zip(axes, (100, 300, 1000)):
@@ -394,7 +384,7 @@ def _seed_figure(folder: pathlib.Path, out: str, title: str, runs: dict, table_r
                  rename=None) -> str:
   curves = collections.OrderedDict()
   for path in runs.values():
-    for algorithm, curve in _curves(figures.ROOT / path, rename).items():
+    for algorithm, curve in plot.read_run_curves(figures.ROOT / path, rename).items():
       curves.setdefault(algorithm, []).append(curve)
   plot.plot_seeds(curves, str(folder / f'{out}.png'), title)
   table = plot.seed_table(curves, table_rounds) + '\n' + plot.seed_orderings(curves)
@@ -457,7 +447,12 @@ MASKING_GRID = _committed_grid(
 MASKING_100ROUNDS = _committed_grid(
     'masking_100rounds', 'Update masking, four cells at 100 rounds (committed)', _DONE_CELLS)
 
-FIGURES = (FIXED_CNN_LEARNING_RATE, SPARSITY_CNN3, INITIALIZATION_CNN3, LOCAL_EPOCHS_CNN3,
+# The claims table of the results page, computed from the runs above (`experiments/claims.py`).
+CLAIMS = figures.Figure(name='claims', title="The papers' claims", runs=(),
+                        summarize=claims.summarize, external=claims.EXTERNAL,
+                        directory=str(figures.RESULTS))
+
+FIGURES = (CLAIMS, FIXED_CNN_LEARNING_RATE, SPARSITY_CNN3, INITIALIZATION_CNN3, LOCAL_EPOCHS_CNN3,
            CLASS_IMBALANCE_CNN, MASKING_GRID_100ROUNDS, MASKING_BATCH_SWEEP, FC3_1000ROUNDS,
            MNIST_CNN_3OF10_SEEDS, MNIST_CNN_5OF10_SEEDS, MNIST_CNN_7OF10_SEEDS, MASKING_GRID,
            MASKING_100ROUNDS)

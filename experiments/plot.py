@@ -17,6 +17,7 @@ and written next to the PNG (`.md`).
 """
 
 import csv
+import dataclasses
 import json
 import pathlib
 
@@ -85,6 +86,17 @@ def read_curves(metrics_csv: pathlib.Path) -> dict[str, dict[str, list[float]]]:
         uploaded += float(sent)
     curves[name] = curve
   return curves
+
+
+# Algorithms renamed since early runs were committed (EF21 with the dense state was `ef21`).
+RENAME = {'ef21': 'ef21_dense'}
+
+
+def read_run_curves(run_dir: pathlib.Path, rename: dict[str, str] | None = None) -> dict:
+  """`read_curves` of a run directory's metrics.csv, under today's algorithm names."""
+  rename = RENAME if rename is None else rename
+  curves = read_curves(pathlib.Path(run_dir) / 'metrics.csv')
+  return {rename.get(name, name): curve for name, curve in curves.items()}
 
 
 def plot_runs(run_dirs: list[str], output: str) -> None:
@@ -182,6 +194,36 @@ def seed_table(curves, rounds: list[int], unit: str = 'seeds') -> str:
           '\n')
 
 
+@dataclasses.dataclass(frozen=True)
+class Ordering:
+  """Where algorithm A is above B, seed by seed (`ordering`)."""
+  holds: int  # Evaluations at which A > B strictly in every seed.
+  reverse: int  # Evaluations at which B > A strictly in every seed.
+  evaluations: int  # Rounds every seed of both reached.
+  since: int | None  # First round from which A > B at every later evaluation (None: not at the last).
+
+
+def accuracy_at(curve, round_num: int) -> float | None:
+  """A curve's test accuracy after `round_num` rounds (None where it was not evaluated)."""
+  if round_num not in curve['round']:
+    return None
+  return curve['accuracy'][curve['round'].index(round_num)]
+
+
+def ordering(above, below) -> Ordering:
+  """`above` (A) against `below` (B): lists of curves, seed i of one is seed i of the other."""
+  seeds = list(above) + list(below)
+  rounds = sorted(set.intersection(*(set(c['round']) for c in seeds)))
+  holds = [all(accuracy_at(a, r) > accuracy_at(b, r) for a, b in zip(above, below))
+           for r in rounds]
+  reverse = sum(all(accuracy_at(a, r) < accuracy_at(b, r) for a, b in zip(above, below))
+                for r in rounds)
+  since = len(holds)  # The start of the final run of evaluations where it holds.
+  while since > 0 and holds[since - 1]:
+    since -= 1
+  return Ordering(sum(holds), reverse, len(rounds), rounds[since] if since < len(holds) else None)
+
+
 def seed_orderings(curves) -> str:
   """Markdown: for each pair of algorithms, where one is above the other in every seed.
 
@@ -192,9 +234,6 @@ def seed_orderings(curves) -> str:
   from which A > B holds at every later evaluation ("not at the last evaluation" when the
   last one already breaks it).
   """
-  def at(curve, r):
-    return curve['accuracy'][curve['round'].index(r)]
-
   names = sorted(curves, key=lambda n: PAPER_NAMES.get(n, n))
   lines = ['| ordering A > B | evaluations where A > B in every seed | B > A in every seed | '
            'A > B in every seed from |', '|---|---:|---:|---|']
@@ -204,18 +243,12 @@ def seed_orderings(curves) -> str:
         continue
       seeds = curves[one] + curves[other]
       rounds = sorted(set.intersection(*(set(c['round']) for c in seeds)))
-      total = {n: sum(at(c, r) for c in curves[n] for r in rounds) for n in (one, other)}
+      total = {n: sum(accuracy_at(c, r) for c in curves[n] for r in rounds) for n in (one, other)}
       high, low = (one, other) if total[one] >= total[other] else (other, one)
-      holds = [all(at(h, r) > at(l, r) for h, l in zip(curves[high], curves[low]))
-               for r in rounds]
-      reverse = sum(all(at(h, r) < at(l, r) for h, l in zip(curves[high], curves[low]))
-                    for r in rounds)
-      since = len(holds)  # The start of the final run of evaluations where it holds.
-      while since > 0 and holds[since - 1]:
-        since -= 1
-      start = f'round {rounds[since]}' if since < len(holds) else 'not at the last evaluation'
+      result = ordering(curves[high], curves[low])
+      start = f'round {result.since}' if result.since is not None else 'not at the last evaluation'
       lines.append(f'| {PAPER_NAMES.get(high, high)} > {PAPER_NAMES.get(low, low)} | '
-                   f'{sum(holds)} of {len(rounds)} | {reverse} | {start} |')
+                   f'{result.holds} of {result.evaluations} | {result.reverse} | {start} |')
   return ('Orderings, seed by seed (the same seed is the same client stream for every '
           'algorithm):\n\n' + '\n'.join(lines) + '\n')
 
