@@ -284,24 +284,29 @@ INITIALIZATION_CNN3 = figures.Figure(
 # ---------------------------------------------------------------------------------------------
 # Local epochs and class imbalance.
 
+# Seed 1 (the client stream of `mnist_cnn_3of10_seeds/seed1`) at E = 4 beside seed 0.
+_EPOCH_RUNS = {4: (0, 1), 8: (0,)}
+
 LOCAL_EPOCHS_CNN3 = figures.Figure(
     name='local_epochs_cnn3',
     title='Local epochs E = 1, 4, 8 at R = 0.001 %: MNIST CNN, 3 of 10 clients',
-    runs=tuple(figures.Run(f'E{e}_seed0', dict(CNN3, algorithms='flare,ec,fedavg', seed=0,
-                                               local_epochs=e), rounds=300) for e in (4, 8)),
+    runs=tuple(figures.Run(f'E{e}_seed{s}', dict(CNN3, algorithms='flare,ec,fedavg', seed=s,
+                                                 local_epochs=e), rounds=300)
+               for s in (0, 1) for e, seeds in _EPOCH_RUNS.items() if s in seeds),
     summarize=lambda figure, folder: _summarize_seed_groups(collections.OrderedDict(
-        (f'E{e}', ([f'E{e}_seed0'], f'E = {e}, seed 0')) for e in (1, 4, 8)), figure, folder,
-        [100, 200, 300]),
-    external=dict(E1_seed0=CNN3_SEEDS['seed0']))
+        (f'E{e}', ([f'E{e}_seed{s}' for s in (0, 1)], f'E = {e}')) for e in (1, 4, 8)),
+        figure, folder, [100, 200, 300]),
+    external=dict(E1_seed0=CNN3_SEEDS['seed0'], E1_seed1=CNN3_SEEDS['seed1']))
 
 CLASS_IMBALANCE_CNN = figures.Figure(
     name='class_imbalance_cnn',
     title='Class imbalance (our definition: 80 % one class per client): MNIST CNN, 10 clients',
-    runs=(figures.Run('seed0', dict(preset='cnn_class_imbalance', **MNIST,
-                                    algorithms='flare,ec,ef21_dense,fedavg', seed=0),
-                      rounds=300),),
+    runs=tuple(figures.Run(f'seed{s}', dict(preset='cnn_class_imbalance', **MNIST,
+                                            algorithms='flare,ec,ef21_dense,fedavg', seed=s),
+                           rounds=300) for s in SEEDS),
     summarize=lambda figure, folder: _summarize_seed_groups(collections.OrderedDict(
-        curves=(['seed0'], 'Class imbalance, seed 0')), figure, folder, [100, 200, 300]))
+        curves=([f'seed{s}' for s in SEEDS], 'Class imbalance')), figure, folder,
+        [100, 200, 300]))
 
 # ---------------------------------------------------------------------------------------------
 # Update masking.
