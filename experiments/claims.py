@@ -41,7 +41,7 @@ SEEDS_1001 = {**{r: (f'sparsity_cnn3/R{r}_seed0',) for r in (0.0001, 0.01, 0.1)}
               0.001: tuple(f'mnist_cnn_3of10_seeds/rounds1001_seed{s}' for s in (0, 1))}
 MODEL_SEEDS = {0: _CNN3_SEEDS[0], **{m: f'initialization_cnn3/model_seed{m}' for m in (1, 2, 3)}}
 FIXED_CNN = tuple(f'initialization_cnn3/fixed_cnn_seed{s}' for s in range(3))
-LOCAL_EPOCHS = {1: _CNN3_SEEDS[:2], 4: ('local_epochs_cnn3/E4_seed0', 'local_epochs_cnn3/E4_seed1'),
+LOCAL_EPOCHS = {1: _CNN3_SEEDS, 4: tuple(f'local_epochs_cnn3/E4_seed{s}' for s in range(3)),
                 8: ('local_epochs_cnn3/E8_seed0',)}
 CLASS_IMBALANCE = tuple(f'class_imbalance_cnn/seed{s}' for s in range(3))
 # The FC, 3 of 10 clients.

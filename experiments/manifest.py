@@ -284,19 +284,19 @@ INITIALIZATION_CNN3 = figures.Figure(
 # ---------------------------------------------------------------------------------------------
 # Local epochs and class imbalance.
 
-# Seed 1 (the client stream of `mnist_cnn_3of10_seeds/seed1`) at E = 4 beside seed 0.
-_EPOCH_RUNS = {4: (0, 1), 8: (0,)}
+# Seeds 1 and 2 (the client streams of `mnist_cnn_3of10_seeds/seed{1,2}`) at E = 4 beside seed 0.
+_EPOCH_RUNS = {4: SEEDS, 8: (0,)}
 
 LOCAL_EPOCHS_CNN3 = figures.Figure(
     name='local_epochs_cnn3',
     title='Local epochs E = 1, 4, 8 at R = 0.001 %: MNIST CNN, 3 of 10 clients',
     runs=tuple(figures.Run(f'E{e}_seed{s}', dict(CNN3, algorithms='flare,ec,fedavg', seed=s,
                                                  local_epochs=e), rounds=300)
-               for s in (0, 1) for e, seeds in _EPOCH_RUNS.items() if s in seeds),
+               for s in SEEDS for e, seeds in _EPOCH_RUNS.items() if s in seeds),
     summarize=lambda figure, folder: _summarize_seed_groups(collections.OrderedDict(
-        (f'E{e}', ([f'E{e}_seed{s}' for s in (0, 1)], f'E = {e}')) for e in (1, 4, 8)),
+        (f'E{e}', ([f'E{e}_seed{s}' for s in SEEDS], f'E = {e}')) for e in (1, 4, 8)),
         figure, folder, [100, 200, 300]),
-    external=dict(E1_seed0=CNN3_SEEDS['seed0'], E1_seed1=CNN3_SEEDS['seed1']))
+    external={f'E1_seed{s}': CNN3_SEEDS[f'seed{s}'] for s in SEEDS})
 
 CLASS_IMBALANCE_CNN = figures.Figure(
     name='class_imbalance_cnn',
