@@ -79,10 +79,7 @@ def _read(name: str) -> dict:
 
 def curves(seed: Seed) -> dict:
   """`{algorithm: curve}` of one seed (the runs of a tuple merged; a missing run adds none)."""
-  merged = {}
-  for name in (seed if isinstance(seed, tuple) else (seed,)):
-    merged.update(_read(name))
-  return merged
+  return plot.merge_curves(_read(name) for name in (seed if isinstance(seed, tuple) else (seed,)))
 
 
 def accuracy(seed: Seed, algorithm: str, round_num: int) -> Optional[float]:

@@ -240,9 +240,7 @@ def _summarize_seed_groups(groups: dict, figure, folder, table_rounds) -> str:
     seeds = collections.OrderedDict()
     for name in names:
       if isinstance(name, tuple):
-        merged = collections.OrderedDict()
-        for part in name:
-          merged.update(runs.get(part, {}))
+        merged = plot.merge_curves(runs.get(part, {}) for part in name)
         if merged:
           seeds[' + '.join(n for n in name if n in runs)] = merged
       elif name in runs:

@@ -99,6 +99,15 @@ def read_run_curves(run_dir: pathlib.Path, rename: dict[str, str] | None = None)
   return {rename.get(name, name): curve for name, curve in curves.items()}
 
 
+def merge_curves(parts) -> dict:
+  """One seed made of several runs (one algorithm each, same client stream and initial
+  model): their `{algorithm: curve}` dicts merged, in order."""
+  merged = {}
+  for part in parts:
+    merged.update(part)
+  return merged
+
+
 def plot_runs(run_dirs: list[str], output: str) -> None:
   """Writes a 3-panel figure per run (stacked) to `output`."""
   fig, axes = plt.subplots(len(run_dirs), 3, figsize=(15, 4 * len(run_dirs)), squeeze=False)
