@@ -214,13 +214,15 @@ class CollectCyclicGarbage(loop.Hook):
 
   A run leaves TensorFlow graph objects in reference cycles (`FuncGraph`s, their operations,
   placeholders of the model's shapes, uninitialized variables: 19,824 objects after 40
-  rounds of the FC). Which code makes them is not traced (the checkpoints' SavedModel writes
-  are suspected), so this collects them instead of breaking the cycle where it is made. They
+  rounds of the FC). They come from the checkpoints: each
+  `tff.program.FileProgramStateManager.save` traces new save functions that end in cycles
+  holding about one saved server state of memory (`benchmarks/checkpoint_garbage.py`). The
+  cycle is made inside TFF and TensorFlow, so this collects it instead of breaking it. They
   outlive the young generations' collections, and Python's automatic full collection waits
   until the long-lived objects have grown by a quarter (~560,000 objects in a one-algorithm
   FC run). The FC's resident memory grew by 23-60 MB a round, to ~10 GB; collecting after
-  every 10th round kept it level to round 33, the last measured (the README's checkpoint
-  section). A full collection there costs 0.42-0.52 s.
+  every 10th round kept it level to round 1,001 in the one-algorithm FC runs (the README's
+  checkpoint section). A full collection there costs 0.42-0.52 s.
 
   Args:
     every: rounds between collections.
