@@ -6,9 +6,9 @@ variables that end in reference cycles, which only the cyclic collector frees. T
 saves a program state holding one FC model's worth of server state (36,356,525 float32,
 139 MiB, the shapes of `models.mnist_fc`) `--saves` times with the collector off, reading the
 resident memory (`VmRSS`) after each save, then `--saves` more with a `gc.collect()` after
-each. The memory a collection frees goes back to the allocator, not to the system, so the
-figure is the growth a save in each phase, from its first save to its last: what the runner's `hooks.CollectCyclicGarbage`
-keeps long runs from.
+each, as `simulation.checkpoints.Checkpoints.save` ends. The memory a collection frees goes
+back to the allocator, not to the system, so the figure is the growth a save in each phase,
+from its first save to its last.
 
   python -m benchmarks.checkpoint_garbage --saves=5
 """

@@ -32,6 +32,7 @@ import tensorflow_federated as tff
 from tff_flare.execution import cleanup
 from tff_flare.simulation import checkpoints as checkpoints_lib
 from tff_flare.simulation import client_state
+from tff_flare.simulation import loop
 from tff_flare.tasks import models
 from tff_flare.algorithms import model_facts
 
@@ -43,10 +44,15 @@ _DIRECTORY = flags.DEFINE_string('directory', None, 'Internal: the checkpoint di
 
 @dataclasses.dataclass
 class _Run:
-  """What `Checkpoints` uses of a `loop.AlgorithmRun`."""
+  """What `Checkpoints` uses of a `loop.AlgorithmRun`: its name and its snapshot interface
+  (the run's own methods, over a plain state and a store)."""
   name: str
   state: Any
   store: client_state.ClientStateStore
+  has_client_state = loop.AlgorithmRun.has_client_state
+  snapshot = loop.AlgorithmRun.snapshot
+  restore = loop.AlgorithmRun.restore
+  checkpointed = loop.AlgorithmRun.checkpointed
 
 
 def _rss_gb() -> float:

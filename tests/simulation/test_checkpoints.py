@@ -3,6 +3,7 @@
 import asyncio
 import collections
 import dataclasses
+import gc
 import os
 import pathlib
 import tempfile
@@ -140,6 +141,24 @@ class CheckpointsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(runs[1].state[0], 3.0)
     self.assertAllEqual(runs[0].store.get('c')['accumulator'][1], np.full(3, 6.0))
     self.assertAllEqual(runs[0].store.get('b')['accumulator'][1], np.zeros(3))
+
+  def test_a_save_leaves_no_saved_model_graphs_in_reference_cycles(self):
+    runs, directory = self._runs('memory'), self._directory()
+    checkpoints = checkpoints_lib.Checkpoints(directory, runs, _IDS)
+    checkpoints.save(1)  # Its collection also frees what earlier code left in cycles.
+    enabled = gc.isenabled()
+    gc.disable()  # Only the save collects.
+    try:
+      checkpoints.save(2)
+      gc.set_debug(gc.DEBUG_SAVEALL)  # What this collection finds stays in gc.garbage.
+      gc.collect()
+      left = [o.name for o in gc.garbage if type(o).__name__ == 'FuncGraph']
+    finally:
+      gc.set_debug(0)
+      del gc.garbage[:]
+      if enabled:
+        gc.enable()
+    self.assertEqual(left, [])
 
 
 if __name__ == '__main__':

@@ -1,8 +1,5 @@
 """Tests of `tff_flare.simulation.loop` and its hooks: client states across rounds, hooks."""
 
-import gc
-import weakref
-
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -153,35 +150,6 @@ class RunRoundsTest(tf.test.TestCase):
         loop.run_rounds([run], loop.datasets_of(data),
                         sampling.build_client_sampler(data.client_ids, 3, 0), start_round=0,
                         end_round=2, hooks=[hooks.StopOnNonFiniteRound()])
-
-
-class CollectCyclicGarbageTest(tf.test.TestCase):
-
-  def test_a_cycle_is_freed_after_every_tenth_round_only(self):
-
-    class Node:
-      pass
-
-    def cycle():
-      node = Node()
-      node.itself = node
-      return weakref.ref(node)
-
-    hook = hooks.CollectCyclicGarbage(every=10)
-    enabled = gc.isenabled()
-    gc.disable()  # Only the hook collects.
-    try:
-      node = cycle()
-      hook.after_round(8, [], {})  # After 9 rounds.
-      self.assertIsNotNone(node())
-      hook.after_round(9, [], {})  # After 10.
-      self.assertIsNone(node())
-      node = cycle()
-      hook.after_round(10, [], {})
-      self.assertIsNotNone(node())
-    finally:
-      if enabled:
-        gc.enable()
 
 
 if __name__ == '__main__':

@@ -245,8 +245,7 @@ def _run(config, task, processes, execution, record, log) -> dict:
     hooks.append(hooks_lib.StopOnNonFiniteRound(
         lambda: (checkpoints.versions() or [None])[-1]))
   hooks += [hooks_lib.CheckpointEvery(checkpoints, config.checkpoint_every, config.rounds),
-            hooks_lib.LogProgress(log, start_round, config.rounds), collected,
-            hooks_lib.CollectCyclicGarbage()]
+            hooks_lib.LogProgress(log, start_round, config.rounds), collected]
   started = time.perf_counter()
   loop.run_rounds(runs, task.client_datasets, sampler, start_round=start_round,
                   end_round=config.rounds, hooks=hooks, execution_stats=execution.stats)

@@ -1,12 +1,10 @@
-"""The loop's hooks: evaluation, releases, checkpoints, progress, the non-finite stop, and
-the collection of cyclic garbage.
+"""The loop's hooks: evaluation, releases, checkpoints, progress and the non-finite stop.
 
 Each is a `loop.Hook`; a run passes the ones it wants to `loop.run_rounds`, in order
 (evaluation first, so that the others see its results).
 """
 
 import asyncio
-import gc
 import math
 from collections.abc import Callable, Sequence
 import time
@@ -207,30 +205,3 @@ class LogProgress(loop.Hook):
                          for run in runs if 'eval' in row[run.name])
     self._log(f'round {round_num} | {rate:.2f} rounds/s | ETA '
               f'{(self._end_round - done) / rate:.0f} s{accuracies}')
-
-
-class CollectCyclicGarbage(loop.Hook):
-  """Runs Python's full garbage collection after every `every`-th round.
-
-  A run leaves TensorFlow graph objects in reference cycles (`FuncGraph`s, their operations,
-  placeholders of the model's shapes, uninitialized variables: 19,824 objects after 40
-  rounds of the FC). They come from the checkpoints: each
-  `tff.program.FileProgramStateManager.save` traces new save functions that end in cycles
-  holding about one saved server state of memory (`benchmarks/checkpoint_garbage.py`). The
-  cycle is made inside TFF and TensorFlow, so this collects it instead of breaking it. They
-  outlive the young generations' collections, and Python's automatic full collection waits
-  until the long-lived objects have grown by a quarter (~560,000 objects in a one-algorithm
-  FC run). The FC's resident memory grew by 23-60 MB a round, to ~10 GB; collecting after
-  every 10th round kept it level to round 1,001 in the one-algorithm FC runs (the README's
-  checkpoint section). A full collection there costs 0.42-0.52 s.
-
-  Args:
-    every: rounds between collections.
-  """
-
-  def __init__(self, every: int = 10):
-    self._every = every
-
-  def after_round(self, round_num, runs, row) -> None:
-    if (round_num + 1) % self._every == 0:
-      gc.collect()
