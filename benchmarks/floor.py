@@ -48,6 +48,7 @@ from tff_flare.algorithms import selection
 from tff_flare.algorithms import sparsification
 from tff_flare.execution import cleanup
 from tff_flare.execution import modes
+from tff_flare.simulation import evaluation
 from tff_flare.simulation import loop
 
 _MODEL = flags.DEFINE_enum('model', 'cnn', list(synthetic.MODELS), 'The model.')
@@ -62,8 +63,14 @@ _ROUNDS = flags.DEFINE_integer('rounds', 3, 'Timed rounds per algorithm and mode
 _REPEATS = flags.DEFINE_integer('repeats', 5, 'Timings of each piece (median).', lower_bound=1)
 _THREADS = flags.DEFINE_integer('client_threads', None, 'In-process client threads.')
 _MATMUL_N = flags.DEFINE_integer('matmul_n', 4096, 'Size of the square matmul.', lower_bound=1)
+_EVAL_EXAMPLES = flags.DEFINE_integer(
+    'eval_examples', 0, 'Also time an evaluation of this many test examples (images; the '
+    "GRU's sequences, in its batches of 8) against the bare Keras forward passes.",
+    lower_bound=0)
 
 _KEEP_PERCENT, _TAU, _TAU_DECAY = 0.001, 0.05, 1.1
+# A model built with the project's own layer, and the same model with Keras's (`synthetic`).
+_REFERENCE = {'gru': 'gru_keras'}
 
 
 def _median_seconds(fn, repeats: int) -> float:
@@ -119,23 +126,35 @@ def matmul_fn(n: int):
 def step_flops(keras_model: tf.keras.Model, batch_size: int) -> tuple[float, list[str]]:
   """FLOPs of one training step on `batch_size` examples, and the arithmetic, per layer.
 
-  A layer's forward pass costs `F = 2 x multiply-adds` per example (Dense: `in x out`;
-  Conv2D: `H_out x W_out x C_out x k_h x k_w x C_in`); the backward pass costs `F` for the
-  weight gradient and `F` for the input gradient, which the first layer does not need. Biases,
-  activations, pooling, the loss and the optimizer are left out (under 1 % here).
+  A layer's forward pass costs `F = 2 x multiply-adds` per example (Dense: `in x out` per
+  position, a sequence's positions each; Conv2D: `H_out x W_out x C_out x k_h x k_w x C_in`;
+  GRU: `3 x (D + H) x H` per character, the three gates' input and recurrent kernels); the
+  backward pass costs `F` for the weight gradient and `F` for the input gradient, which the
+  first layer with weights does not need (an embedding's input gradient is not computed).
+  Biases, activations, pooling, embedding lookups, the loss and the optimizer are left out
+  (under 1 % here).
   """
   total, lines = 0.0, []
   first = True
   for layer in keras_model.layers:
     if isinstance(layer, tf.keras.layers.Dense):
       fan_in, fan_out = layer.kernel.shape
-      macs = fan_in * fan_out
-      what = f'Dense {fan_in}x{fan_out}: {fan_in}*{fan_out}'
+      positions = int(np.prod(layer.output.shape[1:-1]))
+      macs = positions * fan_in * fan_out
+      what = f'Dense {fan_in}x{fan_out}' + (f' at {positions} positions' if positions > 1 else '') + f': {positions}*{fan_in}*{fan_out}'
     elif isinstance(layer, tf.keras.layers.Conv2D):
       kh, kw, c_in, c_out = layer.kernel.shape
       _, h_out, w_out, _ = layer.output.shape
       macs = h_out * w_out * c_out * kh * kw * c_in
       what = f'Conv2D {kh}x{kw}x{c_in}->{c_out} at {h_out}x{w_out}: {h_out}*{w_out}*{c_out}*{kh}*{kw}*{c_in}'
+    elif isinstance(layer, tf.keras.layers.GRU):
+      inputs, units = layer.cell.kernel.shape[0], layer.cell.units
+      steps = layer.output.shape[1]
+      macs = steps * 3 * (inputs + units) * units
+      what = f'GRU {inputs}->{units} over {steps} steps: {steps}*3*({inputs}+{units})*{units}'
+    elif isinstance(layer, tf.keras.layers.Embedding):
+      first = False  # Its input needs no gradient, but the next layer's input does.
+      continue
     else:
       continue
     forward = 2 * macs
@@ -154,7 +173,7 @@ def bare_client_fn(model: str, batches: list):
   spec = synthetic.MODELS[model]
   keras_model = spec.keras_builder()
   optimizer = tf.keras.optimizers.legacy.SGD(spec.learning_rate, momentum=spec.momentum)
-  loss_fn = tf.keras.losses.SparseCategoricalCrossentropy()
+  loss_fn = synthetic.loss_fn(model)
 
   @tf.function
   def step(x, y):
@@ -170,6 +189,30 @@ def bare_client_fn(model: str, batches: list):
     loss.numpy()
 
   return client
+
+
+def evaluation_fns(model: str, num_examples: int) -> dict:
+  """The project's evaluation (`evaluation.build_evaluate_fn`) of a test set and, on the same
+  batches, a bare Keras forward pass per batch (inference: dropout off, no loss)."""
+  spec = synthetic.MODELS[model]
+  batch_size = 8 if spec.text else 500  # The GRU's fixed batch; the image tasks' test batch.
+  test = synthetic.client_data(model, 1, num_examples, batch_size).create_tf_dataset_for_client(
+      'client_0')
+  evaluate = evaluation.build_evaluate_fn(synthetic.model_fn(model), test)
+  weights = tff.learning.models.ModelWeights.from_model(synthetic.model_fn(model)())
+  weights = tf.nest.map_structure(lambda v: np.asarray(v.numpy()), weights)
+  keras_model = spec.keras_builder()
+  forward = tf.function(lambda x: keras_model(x, training=False))
+  batches = [b['x'] for b in test]
+
+  def bare():
+    if spec.text:
+      keras_model.reset_states()
+    for x in batches:
+      output = forward(x)
+    _read_one(output)
+
+  return dict(evaluate=lambda: evaluate(weights), bare_forward=bare)
 
 
 def local_training_fn(model: str, dataset: tf.data.Dataset):
@@ -217,9 +260,12 @@ def flare_pieces(model: str, num_clients: int) -> collections.OrderedDict:
 
 
 def build_processes(names, model_fn) -> dict:
+  spec = synthetic.MODELS[_MODEL.value]
   hparams = registry.Hyperparameters(
       client_optimizer=synthetic.client_optimizer(_MODEL.value), keep_percent=_KEEP_PERCENT,
-      tau=_TAU, tau_decay=_TAU_DECAY, reg_steps=1, total_clients=_CLIENTS.value)
+      tau=_TAU, tau_decay=_TAU_DECAY, reg_steps=spec.reg_steps, total_clients=_CLIENTS.value,
+      # The GRU's embedding is not regularized (the authors'; tasks.registry).
+      is_regularized=(lambda name: 'embedding' not in name) if spec.text else None)
   return collections.OrderedDict((name, registry.build(name, model_fn, hparams))
                                  for name in names)
 
@@ -266,21 +312,39 @@ def main(argv):
   keras_model = synthetic.MODELS[model].keras_builder()
   flops_per_batch = [step_flops(keras_model, len(b['y'])) for b in batches]
   client_flops = sum(f for f, _ in flops_per_batch)
+  unit = 'sequences, batch 8' if synthetic.MODELS[model].text else f'images, batch {_BATCH.value}'
   print(f'{model}: {keras_model.count_params():,} parameters; {clients} clients x '
-        f'{_EXAMPLES.value} images, batch {_BATCH.value} ({len(batches)} steps a client); '
+        f'{_EXAMPLES.value} {unit} ({len(batches)} steps a client); '
         f'{len(tf.config.list_physical_devices("GPU"))} GPU(s)')
   print('FLOPs of a step (first batch):\n' + '\n'.join(flops_per_batch[0][1]))
   bare_client = bare_client_fn(model, batches)
-  timed = interleaved_seconds(dict(matmul=matmul_fn(_MATMUL_N.value), bare=bare_client,
-                                   local=local_training_fn(model, dataset)), _REPEATS.value)
+  figures = dict(matmul=matmul_fn(_MATMUL_N.value), bare=bare_client,
+                 local=local_training_fn(model, dataset))
+  reference = _REFERENCE.get(model)
+  if reference:  # The same model with Keras's own layer, timed in turn with the others.
+    figures['reference'] = bare_client_fn(reference, batches)
+  timed = interleaved_seconds(figures, _REPEATS.value)
   matmul_rate = 2 * _MATMUL_N.value**3 / statistics.median(timed['matmul'])
   bare = statistics.median(timed['bare'])
+  share = lambda key: 100 * median_ratio([client_flops / b for b in timed[key]],
+                                         [2 * _MATMUL_N.value**3 / m for m in timed['matmul']])
   print(f'matmul {_MATMUL_N.value}^2 float32: {matmul_rate / 1e9:.1f} GFLOP/s')
-  print(f'one client ({client_flops / 1e9:.2f} GFLOP): bare Keras steps {1000 * bare:.1f} ms '
-        f'({client_flops / bare / 1e9:.1f} GFLOP/s = '
-        f'{100 * median_ratio([client_flops / b for b in timed["bare"]], [2 * _MATMUL_N.value**3 / m for m in timed["matmul"]]):.0f} % '
+  print(f'one client ({client_flops / 1e9:.2f} GFLOP, {len(batches)} steps): bare Keras steps '
+        f'{1000 * bare:.1f} ms ({client_flops / bare / 1e9:.1f} GFLOP/s = {share("bare"):.0f} % '
         f'of the matmul); local training {1000 * statistics.median(timed["local"]):.1f} ms '
         f'({median_ratio(timed["local"], timed["bare"]):.2f}x bare)')
+  if reference:
+    keras_bare = statistics.median(timed['reference'])
+    print(f'{reference} (Keras\'s own layer): bare steps {1000 * keras_bare:.1f} ms '
+          f'({share("reference"):.0f} % of the matmul); the bare step above is '
+          f'{median_ratio(timed["reference"], timed["bare"]):.2f}x faster; at the matmul rate a '
+          f'client would take {1000 * client_flops / matmul_rate:.1f} ms')
+  if _EVAL_EXAMPLES.value:
+    timed_eval = interleaved_seconds(evaluation_fns(model, _EVAL_EXAMPLES.value), _REPEATS.value)
+    print(f'evaluation of {_EVAL_EXAMPLES.value} examples: '
+          f'{statistics.median(timed_eval["evaluate"]):.3f} s; bare Keras forward passes '
+          f'{statistics.median(timed_eval["bare_forward"]):.3f} s '
+          f'({median_ratio(timed_eval["evaluate"], timed_eval["bare_forward"]):.2f}x bare)')
   extra = server = None
   if 'flare' in _ALGORITHMS.value:
     pieces = flare_pieces(model, clients)
@@ -293,8 +357,9 @@ def main(argv):
   results = collections.OrderedDict(
       (mode, round_seconds(mode, processes, task, initial, bare_client, _ROUNDS.value))
       for mode in _MODES.value)
+  versus_reference = f' {"per batch vs " + reference:>22}' if reference else ''
   print(f'\n{"mode":<10} {"algorithm":<18} {"s/round":>8} {"vs bare":>8} {"vs bare+pieces":>15}'
-        f'   (bare: {clients} x a bare client, timed before each round)')
+        f'{versus_reference}   (bare: {clients} x a bare client, timed before each round)')
   for mode, by_name in results.items():
     for name, (seconds, ratio) in by_name.items():
       with_pieces = ''
@@ -302,7 +367,10 @@ def main(argv):
         # The bare part of the floor scales with the bare client timed beside the round.
         floor = seconds / ratio + clients * extra + server
         with_pieces = f'{seconds / floor:14.2f}x'
-      print(f'{mode:<10} {name:<18} {seconds:8.3f} {ratio:7.2f}x {with_pieces:>15}')
+      per_batch = ''
+      if reference:  # A round's seconds per batch against a batch of Keras's bare steps.
+        per_batch = f'{seconds / clients / keras_bare:21.3f}x'
+      print(f'{mode:<10} {name:<18} {seconds:8.3f} {ratio:7.2f}x {with_pieces:>15}{per_batch}')
 
 
 if __name__ == '__main__':

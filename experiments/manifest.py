@@ -220,6 +220,34 @@ SPARSITY_CNN3 = figures.Figure(
     runs=_sparsity_runs(), summarize=_summarize_sparsity,
     external=dict(**CNN3_SEEDS, **CNN3_1001))
 
+# Accuracy against sparsity on the fixed CNN (one softmax): R = 0.001 % and FedAvg are the
+# initialization figure's `fixed_cnn_seed{s}` runs.
+SPARSITY_FIXED_CNN3 = figures.Figure(
+    name='sparsity_fixed_cnn3',
+    title='Accuracy against sparsity R: the fixed CNN (one softmax), 3 of 10 clients',
+    runs=tuple(figures.Run(f'R{keep_percent}_seed{seed}', dict(
+        CNN3, algorithms='flare,ec', seed=seed, keep_percent=keep_percent,
+        double_softmax=False), rounds=300)
+        for seed in SEEDS for keep_percent in (0.1, 0.01, 0.0001)),
+    summarize=None)
+
+# How the gap scales with sparsity: a convex model (multinomial logistic regression on MNIST,
+# 10 IID clients of 6,000 images, all every round, 10 local steps of 600), evaluated every
+# round on the clients' own training examples (the objective they minimise).
+SCALING_KEEP_PERCENTS = (10, 3, 1, 0.3, 0.1, 0.03, 0.01, 0.001)
+_LOGREG = dict(task='mnist_logreg', **MNIST, eval_data='train', eval_every=1)
+SPARSITY_SCALING_LOGREG = figures.Figure(
+    name='sparsity_scaling_logreg',
+    title='How the gap scales with sparsity: logistic regression on MNIST (convex)',
+    runs=tuple(
+        [figures.Run(f'fedavg_seed{seed}', dict(_LOGREG, algorithms='fedavg', seed=seed),
+                     rounds=300) for seed in SEEDS] +
+        [figures.Run(f'R{keep_percent}_seed{seed}', dict(
+            _LOGREG, algorithms='flare,ec', seed=seed, keep_percent=keep_percent, tau=0.5,
+            tau_decay=1.05), rounds=300)
+         for seed in SEEDS for keep_percent in SCALING_KEEP_PERCENTS]),
+    summarize=None)
+
 # ---------------------------------------------------------------------------------------------
 # Initialization: other initial models of the CNN, and the fixed CNN.
 
@@ -460,7 +488,7 @@ CLAIMS = figures.Figure(name='claims', title="The papers' claims", runs=(),
                         summarize=claims.summarize, external=claims.EXTERNAL,
                         directory=str(figures.RESULTS))
 
-FIGURES = (CLAIMS, FIXED_CNN_LEARNING_RATE, SPARSITY_CNN3, INITIALIZATION_CNN3, LOCAL_EPOCHS_CNN3,
+FIGURES = (CLAIMS, FIXED_CNN_LEARNING_RATE, SPARSITY_CNN3, SPARSITY_FIXED_CNN3, SPARSITY_SCALING_LOGREG, INITIALIZATION_CNN3, LOCAL_EPOCHS_CNN3,
            CLASS_IMBALANCE_CNN, MASKING_GRID_100ROUNDS, MASKING_BATCH_SWEEP, FC3_1000ROUNDS,
            MNIST_CNN_3OF10_SEEDS, MNIST_CNN_5OF10_SEEDS, MNIST_CNN_7OF10_SEEDS, MASKING_GRID,
            MASKING_100ROUNDS)

@@ -13,6 +13,7 @@ from tests import tiny_models
 from tff_flare.algorithms import registry
 from tff_flare.execution import inprocess
 from tff_flare.execution import modes
+from tff_flare.tasks import models
 from tff_flare.tasks import registry as tasks
 
 _IDS = tiny_models.client_ids(3)
@@ -74,6 +75,39 @@ class SameRoundsAsTffTest(tf.test.TestCase):
     # the model's variables, and FedAvg.
     self._compare(lambda name: registry.build(name, task.model_fn, hparams), datasets, 2, 1e-5,
                   names=tiny_models.PER_PART + ('fedavg',))
+
+  def test_two_algorithms_side_by_side_on_a_small_gru(self):
+    # As a run trains them: round by round, FedAvg then FLARE (every step regularized), on
+    # a stateful GRU of the authors' kind (8 units), in-process and on TFF's runtime.
+    model_fn = models.shakespeare_model_fn(seed=0, units=8)
+    hparams = registry.Hyperparameters(
+        client_optimizer=tff.learning.optimizers.build_sgdm(0.5), keep_percent=1.0,
+        tau=0.05, tau_decay=1.01, reg_steps='all',
+        is_regularized=lambda name: 'embedding' not in name)
+    rng = np.random.default_rng(0)
+    characters = lambda: rng.integers(0, models.SHAKESPEARE_VOCAB_SIZE, (3, 8, 100))
+    datasets = [tf.data.Dataset.from_tensor_slices(dict(x=characters(), y=characters()))]
+    runs = {}
+    for name in ('fedavg', 'flare'):
+      process = registry.build(name, model_fn, hparams)
+      local = inprocess.InProcessProcess(process, num_threads=2)
+      tff_state = process.initialize()
+      runs[name] = [process, local, tff_state,
+                    local.set_model_weights(local.initialize(),
+                                            process.get_model_weights(tff_state)),
+                    [process.initial_client_state()], [local.initial_client_state()]]
+    for _ in range(2):
+      for name, (process, local, tff_state, state, tff_clients, clients) in runs.items():
+        inputs = process.client_inputs(_IDS[:1])
+        ours = local.next(state, datasets, clients, inputs)
+        theirs = process.next(tff_state, datasets, tff_clients, inputs)
+        self.assertLessEqual(_largest_difference(
+            (ours.state, ours.client_states), (theirs.state, theirs.client_states)), 1e-5,
+                             msg=name)
+        self.assertEqual(int(ours.metrics['train']['num_batches']), 3)
+        runs[name][2:] = [theirs.state, ours.state, theirs.client_states, ours.client_states]
+    for process, local, *_ in runs.values():
+      local.close()
 
 
 class TracingTest(tf.test.TestCase):

@@ -58,6 +58,24 @@ class TaskRegistryTest(tf.test.TestCase):
     test_examples = sum(int(b['y'].shape[0]) for b in task.test_data)
     self.assertEqual(test_examples, 50)
 
+  def test_logreg_evaluates_on_the_clients_training_examples(self):
+    path = _mnist_npz(self.get_temp_dir())
+    task = tasks.build_task('mnist_logreg', source='npz', data_path=path, eval_data='train')
+    self.assertLen(task.train_data.client_ids, 10)
+    train_ys = sorted(int(y) for cid in task.train_data.client_ids
+                      for b in task.train_data.create_tf_dataset_for_client(cid)
+                      for y in b['y'][:, 0])
+    eval_ys = sorted(int(y) for b in task.test_data for y in b['y'][:, 0])
+    self.assertLen(eval_ys, 60_000)  # Every training example, not the 50 test images.
+    self.assertEqual(eval_ys, train_ys)
+    weights = task.model_fn().trainable_variables
+    self.assertEqual([w.shape for w in weights], [(784, 10), (10,)])
+    self.assertAllEqual(weights[0], tf.zeros((784, 10)))  # The convex analyses' start.
+    with self.assertRaisesRegex(ValueError, 'Unknown eval_data'):
+      tasks.build_task('mnist_logreg', source='npz', data_path=path, eval_data='val')
+    with self.assertRaisesRegex(ValueError, 'shakespeare_gru does not take eval_data'):
+      tasks.build_task('shakespeare_gru', eval_data='train')
+
   def test_fc_from_tfds_mock_with_options(self):
     with tfds.testing.mock_data(num_examples=200):
       task = tasks.build_task('mnist_fc', source='tfds', total_clients=10, num_clients=4,

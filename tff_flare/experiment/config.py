@@ -78,6 +78,9 @@ class Settings:
                                'class_imbalance (task default).')
   alpha: float = _(1.0, 'Dirichlet concentration.')
   ratio: float = _(100.0, 'quantity_skew: largest / smallest client.')
+  eval_data: str = _('test', 'Image tasks: evaluate on the test set (test) or on every '
+                     'training example of the clients in use (train: the objective they '
+                     'minimise).')
   text_evaluation: str = _('authors', "shakespeare_gru's test set: authors (2 batches of 8 x "
                            '100 characters, newly shuffled at every evaluation) or full (every '
                            'test client).')
@@ -117,7 +120,7 @@ ExperimentConfig.__module__ = __name__
 
 # The settings that are task options (`tasks.registry.TaskSpec.options`).
 _TASK_OPTIONS = ('source', 'data_path', 'data_dir', 'total_clients', 'partition', 'alpha',
-                 'ratio', 'batch_size', 'double_softmax', 'text_evaluation')
+                 'ratio', 'batch_size', 'double_softmax', 'eval_data', 'text_evaluation')
 
 
 def _check(condition: bool, message: str) -> None:
@@ -176,6 +179,8 @@ def _validate(config: ExperimentConfig) -> None:
     _check(config.partition in partitions.PARTITIONS,
            f'Unknown partition {config.partition!r}; known: {", ".join(partitions.PARTITIONS)}.')
   _check(config.alpha > 0, f'alpha must be > 0, got {config.alpha}.')
+  _check(config.eval_data in tasks.EVAL_DATA,
+         f'Unknown eval_data {config.eval_data!r}; known: {", ".join(tasks.EVAL_DATA)}.')
   _check(config.text_evaluation in tasks.TEXT_EVALUATIONS,
          f'Unknown text_evaluation {config.text_evaluation!r}; known: '
          f'{", ".join(tasks.TEXT_EVALUATIONS)}.')

@@ -11,6 +11,7 @@ masking study's from `docs/masking.md`):
 | cifar100_vgg{11,16,19} | VGG, 100 outputs | CIFAR-100, contiguous | 4 / 4 | 500 | 0.01, 0.99 | 5 |
 | shakespeare_gru | GRU | one client per role; first 10 with > 30 batches | 10 | 8 x 100 chars | 0.005, 0 | all steps |
 | cifar10_masking_cnn | small CNN | CIFAR-10, IID (or any partition) | 100 / 100 | 32 | 0.05, 0 | - |
+| mnist_logreg | logistic regression (ours) | MNIST, IID | 10 / 10 | 600 | 0.1, 0 | 1 |
 | digits_demo | 64-128-10 MLP | sklearn digits, contiguous | 10 / 10 | full | 0.5, 0 | 1 |
 
 Each task is one row of `TASKS` (a `TaskSpec`: its sources, default population, the options
@@ -49,12 +50,14 @@ FIXED_CNN_LEARNING_RATE = images.FIXED_CNN_LEARNING_RATE
 DOUBLE_SOFTMAX_TASKS = images.DOUBLE_SOFTMAX_TASKS
 
 TEXT_EVALUATIONS = ('authors', 'full')
+EVAL_DATA = ('test', 'train')
 
 # What every task takes, and what some do (`TaskSpec.options`).
 COMMON_OPTIONS = ('num_clients', 'epochs', 'seed', 'model_seed')
 _PARTITIONED = ('total_clients', 'partition', 'alpha', 'ratio', 'dominant_fraction',
                 'batch_size')
 _LOCAL_FILES = ('source', 'data_path', 'data_dir')
+_IMAGE_ONLY = ('eval_data',)
 # The options `check_options` sees when set (not None); the others have a value always.
 _CHECKED_WHEN_SET = ('source', 'data_path', 'data_dir', 'total_clients', 'partition',
                      'double_softmax', 'batch_size')
@@ -123,7 +126,12 @@ def build_task(name: str, **options: Any) -> Task:
   if unknown:
     raise ValueError(f'Unknown task option(s) {", ".join(unknown)}; known: {", ".join(known)}.')
   o = TaskOptions(**options)
-  check_options(name, {k: getattr(o, k) for k in _CHECKED_WHEN_SET if getattr(o, k) is not None})
+  given = {k: getattr(o, k) for k in _CHECKED_WHEN_SET if getattr(o, k) is not None}
+  if o.eval_data != TaskOptions.eval_data:
+    given['eval_data'] = o.eval_data
+  check_options(name, given)
+  if o.eval_data not in EVAL_DATA:
+    raise ValueError(f'Unknown eval_data {o.eval_data!r}; known: {", ".join(EVAL_DATA)}.')
   if o.epochs < 1:
     raise ValueError(f'epochs must be >= 1, got {o.epochs}.')
   return TASKS[name].build(name, o)
@@ -191,7 +199,7 @@ def _image_task_spec(name: str) -> TaskSpec:
   spec = images.IMAGE_TASKS[name]
   extra = ('double_softmax',) if name in images.DOUBLE_SOFTMAX_TASKS else ()
   return TaskSpec(data_sources.IMAGE_SOURCES, spec.num_clients,
-                  _LOCAL_FILES + _PARTITIONED + extra, images.build_image_task)
+                  _LOCAL_FILES + _PARTITIONED + _IMAGE_ONLY + extra, images.build_image_task)
 
 
 TASKS: dict[str, TaskSpec] = dict(

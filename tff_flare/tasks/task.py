@@ -72,6 +72,9 @@ class TaskOptions:
       GlorotNormal(seed=0), the FC, VGG and GRU unseeded, the demo's MLP from `seed`).
     double_softmax: for `DOUBLE_SOFTMAX_TASKS`, False builds the fixed model (one softmax)
       with `FIXED_CNN_LEARNING_RATE`; None or True: the authors' model.
+    eval_data: what the image tasks evaluate on: 'test' (the test set) or 'train' (every
+      training example of the clients in use: the objective the clients minimise, e.g. for
+      a convex task's suboptimality).
     text_evaluation: Shakespeare's test set: 'authors' (2 batches of 8 x 100 characters,
       newly shuffled at every evaluation, as the authors' `evaluate(steps=2)`) or 'full'
       (every test client's batches, up to 200 each).
@@ -91,6 +94,7 @@ class TaskOptions:
   seed: int = 0
   model_seed: int | None = None
   double_softmax: bool | None = None
+  eval_data: str = 'test'
   text_evaluation: str = 'authors'
 
   def partition_options(self) -> dict:
