@@ -27,6 +27,9 @@ from tff_flare.simulation import hooks
 from tff_flare.tasks import data_sources
 
 BAD_INPUT, WORKER_UNAVAILABLE, NON_FINITE, INTERRUPTED = 2, 3, 4, 130
+# The data directory the binaries read by default (`python -m experiments.get_data` fills it),
+# relative to where they run: the repository's root.
+DEFAULT_DATA_DIR = 'data'
 
 
 class BadInput(Exception):

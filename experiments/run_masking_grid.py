@@ -12,7 +12,7 @@ Local training: `minibatch` (batch --batch_size, --minibatch_epochs epochs) or `
 (--fullbatch_steps gradient steps on the whole client, learning rate
 --fullbatch_learning_rate); SGD with --momentum, re-initialized every round. Partitions: iid, dirichlet with alpha 100, 1, 0.5, 0.1, and
 quantity skew 100x. Each cell is a run of `experiments/run_masking.py` made by the same
-machinery as `experiments/reproduce.py` (`experiments/figures.py`): a finished cell is
+machinery as `experiments/reproduce.py` (`experiments/schedule.py`): a finished cell is
 skipped only if it was made with the same flags (else exit 2: another configuration is in
 that directory), an interrupted cell resumes from its checkpoint, `--jobs` cells run at once.
 
@@ -28,10 +28,12 @@ import pathlib
 from absl import flags
 
 from experiments import binary
+from experiments import charts
 from experiments import config_flags
-from experiments import figures
-from experiments import masking_tables
+from experiments import manifest
 from experiments import presets
+from experiments import schedule
+from experiments import spec
 from tff_flare.execution import cleanup
 
 _OUTPUT_DIR = flags.DEFINE_string('output_dir', None, 'Grid directory.')
@@ -50,8 +52,7 @@ _FULLBATCH_LR = flags.DEFINE_float('fullbatch_learning_rate', 0.05,
                                    'Full-batch client learning rate.')
 _LOCAL = flags.DEFINE_list('local_training', ['minibatch', 'fullbatch'], 'Local training kinds.')
 _PARTITIONS = flags.DEFINE_list(
-    'partitions', ['iid', 'dir100', 'dir1', 'dir0.5', 'dir0.1', 'qskew100'],
-    'Partitions: iid, dir<alpha>, qskew<ratio>.')
+    'partitions', list(manifest.PARTITIONS), 'Partitions: iid, dir<alpha>, qskew<ratio>.')
 _PROCESSES = flags.DEFINE_list(
     'processes', list(presets.MASKING_STUDY['algorithms']),
     'Processes trained side by side in each cell. S is measured on the deltas, so '
@@ -62,14 +63,14 @@ _SUMMARIZE_ONLY = flags.DEFINE_bool('summarize_only', False, 'Only rebuild the t
 _EXECUTION = config_flags.define(config_flags.EXECUTION_FIELDS)
 
 
-def cell_run(local: str, partition: str) -> figures.Run:
+def cell_run(local: str, partition: str) -> spec.Run:
   """The run of one cell: `run_masking` with the grid's flags (`docs/masking.md`).
 
   Raises:
     ValueError: an unknown local training kind, partition or process.
   """
   cell = config_flags.values(_CELL)
-  values = dict(masking_tables.partition_flags(partition))
+  values = dict(spec.partition_option(partition).flags)
   if local == 'minibatch':
     values.update(batch_size=cell['batch_size'], local_epochs=_MINIBATCH_EPOCHS.value,
                   learning_rate=cell['learning_rate'])
@@ -88,16 +89,14 @@ def cell_run(local: str, partition: str) -> figures.Run:
                 num_mask_draws=cell['num_mask_draws'], seed=cell['seed'], source=cell['source'])
   if cell['data_path']:
     values['data_path'] = cell['data_path']
-  return figures.Run(f'{local}_{partition}', values, rounds=cell['rounds'],
-                     binary='experiments.run_masking')
+  return spec.Run(f'{local}_{partition}', values, rounds=cell['rounds'],
+                  binary=spec.RUN_MASKING)
 
 
-def grid_figure(output_dir: str) -> figures.Figure:
-  """The grid the flags ask for, as a figure whose folder is `output_dir`."""
-  runs = tuple(cell_run(local, partition) for local in _LOCAL.value
-               for partition in _PARTITIONS.value)
-  return figures.Figure(name=pathlib.Path(output_dir).name, title='update-masking grid',
-                        runs=runs, summarize=None, directory=output_dir)
+def grid_runs() -> list[spec.Run]:
+  """The cells the flags ask for."""
+  return [cell_run(local, partition) for local in _LOCAL.value
+          for partition in _PARTITIONS.value]
 
 
 def _execution_args() -> list[str]:
@@ -115,17 +114,21 @@ def main(argv):
   if len(argv) > 1:
     raise binary.BadInput(f'Unexpected arguments {argv[1:]} (flags are --name=value).')
   cleanup.install_process_cleanup('Interrupted; run the same command again to resume.')
+  folder = pathlib.Path(_OUTPUT_DIR.value)
+  if folder.exists() and not folder.is_dir():
+    raise binary.BadInput(f'--output_dir={folder} is not a directory.')
   try:
-    figure = grid_figure(_OUTPUT_DIR.value)
+    cells = grid_runs()
+    # The grid is a figure whose folder is --output_dir.
+    figure = spec.Figure(name=folder.name, title='update-masking grid', paper='Masking')
     if not _SUMMARIZE_ONLY.value:
-      status = figures.execute([(figure, run) for run in figure.runs], _JOBS.value,
-                               root=pathlib.Path.cwd(), pin=_JOBS.value > 1,
-                               execution_args=_execution_args())
+      status = schedule.execute([(figure, run) for run in cells], folder.parent, data_dir='',
+                                jobs=_JOBS.value, pin=_JOBS.value > 1,
+                                execution_args=_execution_args())
       if status:
         return status
-    folder = figure.folder(pathlib.Path.cwd())
-    table = masking_tables.write_table([folder / run.name for run in figure.runs], folder)
-  except (ValueError, figures.ReproduceError) as e:
+    table = charts.masking_table([folder / run.name for run in cells], folder)
+  except (ValueError, schedule.ReproduceError) as e:
     raise binary.BadInput(str(e)) from e
   print(table)
   print(f'plots in {folder / "survival_vs_accuracy.png"} and {folder / "survival_curves.png"}')

@@ -1,61 +1,72 @@
-"""Tests of the manifest's summaries (`experiments.manifest`) on hand-written metrics files."""
+"""Tests of `experiments.manifest`: the declarations hold together, `reproduce --dry_run` lists
+every run a figure shows, and the committed results page is the one its runs give."""
 
-import collections
+import os
 import pathlib
+import subprocess
+import sys
 import tempfile
 
 import tensorflow as tf
 
-from experiments import figures
+from experiments import claims
 from experiments import manifest
-from tests.experiments import test_plot
+from experiments import report
+from experiments import schedule
+
+ROOT = schedule.ROOT
 
 
-class SeedGroupsTest(tf.test.TestCase):
+class ManifestTest(tf.test.TestCase):
 
-  def test_a_group_keeps_the_algorithms_every_run_holds(self):
-    base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
-    folder = base / 'figure'
-    test_plot._write_run(folder / 'model_seed1', {'flare': [0.1, 0.5, 0.6],
-                                                  'ec': [0.1, 0.2, 0.3]}, 10.0)
-    # An external run with one more algorithm (EF21, as the committed seed runs have).
-    test_plot._write_run(base / 'seed0', {'flare': [0.1, 0.3, 0.8], 'ec': [0.1, 0.4, 0.5],
-                                          'ef21': [0.1, 0.1, 0.1]}, 10.0)
-    figure = figures.Figure(
-        name='figure', title='Initial models',
-        runs=(figures.Run('model_seed1', dict(algorithms='flare,ec'), rounds=200),),
-        summarize=lambda f, d: manifest._summarize_seed_groups(collections.OrderedDict(
-            models=(['model_seed1', 'seed0'], 'Two initial models', 'initial models')), f, d,
-            [100, 200]),
-        external=dict(seed0=str(base / 'seed0')))
-    section = figure.summarize(figure, folder)
-    table = (folder / 'models.md').read_text()
-    self.assertIn(table, section)
-    self.assertIn('mean over 2 initial models', table)
-    self.assertIn('| FLARE | 0.4000 [0.3000, 0.5000] | 0.7000 [0.6000, 0.8000] |', table)
-    self.assertNotIn('EF21', table)
-    self.assertTrue((folder / 'models.png').exists())
+  def test_names_references_and_flags(self):
+    names = [f.name for f in manifest.FIGURES]
+    self.assertLen(set(names), len(names))
+    for figure in manifest.FIGURES:
+      runs = [r.name for r in figure.runs]
+      self.assertLen(set(runs), len(runs), figure.name)
+      for run in figure.runs:
+        if run.joins:
+          self.assertIn(run.joins, runs[:runs.index(run.name)], run.name)  # Declared before.
+        self.assertNotIn('output_dir', run.flags)
+        self.assertNotIn('rounds', run.flags)
+      self.assertTrue(figure.paper.split(':')[0] in ('FLARE', 'Masking', 'Ours'), figure.paper)
+      self.assertNotRegex(figure.reading, r'\d\.\d', figure.name)  # No typed-in numbers.
+    schedule.runs_shown(manifest.FIGURES, manifest.FIGURES)  # Every read resolves.
+    for claim in manifest.CLAIMS:
+      self.assertContainsSubset(set(claim.figures) | claims.figures_read(claim), set(names))
 
-  def test_runs_of_one_algorithm_each_make_one_seed(self):
-    folder = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir())) / 'figure'
-    test_plot._write_run(folder / 'seed0_flare', {'flare': [0.1, 0.5, 0.6]}, 10.0)
-    test_plot._write_run(folder / 'seed0_ec', {'ec': [0.1, 0.2, 0.3]}, 10.0)
-    test_plot._write_run(folder / 'seed1', {'flare': [0.1, 0.3, 0.8], 'ec': [0.1, 0.4, 0.5]},
-                         10.0)
-    names = ('seed0_flare', 'seed0_ec', 'seed0_fedavg')  # FedAvg's run has no metrics yet.
-    figure = figures.Figure(
-        name='figure', title='Per-algorithm runs',
-        runs=tuple(figures.Run(n, dict(algorithms=n.split('_')[1]), rounds=200) for n in names),
-        summarize=lambda f, d: manifest._summarize_seed_groups(collections.OrderedDict(
-            both=([names, 'seed1'], 'Two seeds')), f, d, [100, 200]),
-        external=dict(seed1=str(folder / 'seed1')))
-    section = figure.summarize(figure, folder)
-    table = (folder / 'both.md').read_text()
-    self.assertIn('(seed0_flare + seed0_ec, seed1;', section)
-    # Seed 0's FLARE and EC come from two runs: each algorithm has both seeds.
-    self.assertIn('| FLARE | 0.4000 [0.3000, 0.5000] | 0.7000 [0.6000, 0.8000] |', table)
-    self.assertIn('| EC | 0.3000 [0.2000, 0.4000] | 0.4000 [0.3000, 0.5000] |', table)
-    self.assertNotIn('FedAvg', table)
+  def test_dry_run_prints_every_run_a_figure_shows(self):
+    results = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir())) / 'fresh'
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+    output = subprocess.run(
+        [sys.executable, '-m', 'experiments.reproduce', '--figures=sparsity_fixed_cnn3',
+         f'--results_dir={results}', '--data_dir=/data', '--dry_run'], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=300)
+    self.assertEqual(output.returncode, 0, output.stderr[-2000:])
+    lines = output.stdout.splitlines()
+    figure = next(f for f in manifest.FIGURES if f.name == 'sparsity_fixed_cnn3')
+    self.assertLen(lines, len(figure.runs) + len(figure.reads))
+    self.assertTrue(all(line.startswith('python -m experiments.run_experiment ') and
+                        '--data_path=/data/mnist.npz' in line and
+                        line.endswith('# 0 of 300 rounds done') for line in lines))
+    self.assertIn('initialization_cnn3/fixed_cnn_seed2', output.stdout)
+    self.assertFalse(results.exists())  # A dry run writes nothing.
+
+  def test_the_committed_page_is_what_the_committed_runs_give(self):
+    tracked = subprocess.run(['git', 'ls-files', str(schedule.RESULTS)], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.split()
+    if not tracked:
+      self.skipTest('not a git checkout')
+    # The files as git holds them (runs still going on this machine write on).
+    copy = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    subprocess.run(['git', 'checkout-index', f'--prefix={copy}/', *tracked], cwd=ROOT,
+                   check=True)
+    results = copy / schedule.RESULTS
+    committed = (results / report.PAGE).read_text()
+    page = report.write(manifest.FIGURES, manifest.CLAIMS, results, log=lambda _: None)
+    self.assertEqual(page.read_text(), committed,
+                     'Regenerate the page: python -m experiments.reproduce --summarize_only')
 
 
 if __name__ == '__main__':

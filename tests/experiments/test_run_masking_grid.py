@@ -9,9 +9,10 @@ from absl import flags
 from absl.testing import flagsaver
 import tensorflow as tf
 
-from experiments import figures
-from experiments import masking_tables
+from experiments import charts
 from experiments import run_masking_grid
+from experiments import schedule
+from experiments import spec
 from tff_flare.experiment import config as config_lib
 from tff_flare.experiment import runner
 
@@ -24,12 +25,12 @@ class MaskingGridTest(tf.test.TestCase):
     flags.FLAGS(['test', '--output_dir=unused'])
 
   def test_partition_names(self):
-    self.assertEqual(masking_tables.partition_flags('dir0.5'),
+    self.assertEqual(spec.partition_option('dir0.5').flags,
                      dict(partition='dirichlet', alpha=0.5))
-    self.assertEqual(masking_tables.partition_flags('qskew100'),
+    self.assertEqual(spec.partition_option('qskew100').flags,
                      dict(partition='quantity_skew', ratio=100.0))
     with self.assertRaisesRegex(ValueError, 'Unknown partition'):
-      masking_tables.partition_flags('pathological')
+      spec.partition_option('pathological')
 
   def test_cells_follow_the_spec(self):
     full = run_masking_grid.cell_run('fullbatch', 'dir0.1')
@@ -53,22 +54,22 @@ class MaskingGridTest(tf.test.TestCase):
   def test_a_finished_cell_with_other_flags_is_refused_not_skipped(self):
     # Issue 19: a changed --keep_probability used to print "done, skipped" and the old table.
     root = pathlib.Path(self.get_temp_dir())
+    figure = spec.Figure(name='grid', title='grid', paper='Masking')
     with flagsaver.flagsaver(keep_probability=0.5, local_training=['minibatch'],
                              partitions=['iid']):
-      figure = run_masking_grid.grid_figure('grid')
-    (run,) = figure.runs
-    figures._record_flags(figure, run, root)  # pylint: disable=protected-access
-    (figure.run_dir(root, run) / 'summary.json').write_text('{"rounds": 10}')
+      (run,) = run_masking_grid.grid_runs()
+    schedule._record_flags(run, root / 'grid' / run.name)  # pylint: disable=protected-access
+    (root / 'grid' / run.name / 'summary.json').write_text('{"rounds": 10}')
     lines = []
-    self.assertEqual(figures.execute([(figure, run)], root=root, log=lines.append,
-                                     pin=False), 0)
+    self.assertEqual(schedule.execute([(figure, run)], root, '', log=lines.append, pin=False),
+                     0)
     self.assertIn('finished (10 rounds), skipped', lines[-1])
     with flagsaver.flagsaver(keep_probability=0.9, local_training=['minibatch'],
                              partitions=['iid']):
-      changed = run_masking_grid.grid_figure('grid')
-    with self.assertRaisesRegex(figures.ReproduceError, r'holds a run made with other flags '
+      (changed,) = run_masking_grid.grid_runs()
+    with self.assertRaisesRegex(schedule.ReproduceError, r'holds a run made with other flags '
                                 r'\(keep_probability\)'):
-      figures.execute([(changed, changed.runs[0])], root=root, pin=False)
+      schedule.execute([(figure, changed)], root, '', pin=False)
 
   def test_table_from_a_finished_cell(self):
     base = pathlib.Path(self.get_temp_dir())
@@ -78,11 +79,11 @@ class MaskingGridTest(tf.test.TestCase):
         eval_every=2, clients_per_round=5, keep_probability=0.7, num_mask_draws=2,
         execution='inprocess')
     summary = runner.run_experiment(config, log=lambda _: None)
-    markdown = masking_tables.write_table([base / 'minibatch_iid'], base)
+    markdown = charts.masking_table([base / 'minibatch_iid'], base)
     self.assertEqual(markdown.count('| minibatch_iid |'), 3)
     # A cell named otherwise than <local training>_<partition> (the batch sweep's `batch32`).
     shutil.copytree(base / 'minibatch_iid', base / 'sweep' / 'batch32')
-    sweep = masking_tables.write_table([base / 'sweep' / 'batch32'], base / 'sweep')
+    sweep = charts.masking_table([base / 'sweep' / 'batch32'], base / 'sweep')
     self.assertEqual(sweep.count('| batch32 |'), 3)
     self.assertTrue((base / 'sweep' / 'survival_vs_accuracy.png').exists())
     with open(base / 'grid.csv') as f:

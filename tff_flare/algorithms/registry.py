@@ -66,11 +66,14 @@ Builder = Callable[[model_facts.ModelFn, Any, Context], process.AlgorithmProcess
 
 @attrs.frozen
 class Algorithm:
-  """A registry row: the parameters' class, the builder, and whether the algorithm aggregates
-  its own way (then it takes no `model_aggregator`)."""
+  """A registry row: the parameters' class, the builder, whether the algorithm aggregates its
+  own way (then it takes no `model_aggregator`), and how figures and tables name and colour it
+  (`label`: the papers' name; `color`: a matplotlib colour)."""
 
   params: type
   build: Builder
+  label: str
+  color: str = 'black'
   own_aggregation: bool = False
 
 
@@ -79,40 +82,52 @@ def _given(params) -> dict:
   return {k: v for k, v in dataclasses.asdict(params).items() if v is not None}
 
 
-def _masked(mode: str) -> Algorithm:
+def _masked(mode: str, label: str) -> Algorithm:
   return Algorithm(masking.MaskingParams, lambda m, p, c: masking.build_masked_fedavg(
       m, mask_mode=mode, keep_probability=p.keep_probability, weighting=p.mask_weighting,
-      num_mask_draws=p.num_mask_draws, seed=c.seed, **c.options()))
+      num_mask_draws=p.num_mask_draws, seed=c.seed, **c.options()), label)
 
 
 ALGORITHMS: dict[str, Algorithm] = {
     'flare': Algorithm(flare.FlareParams, lambda m, p, c: flare.build_flare(
-        m, **_given(p), **c.options(), is_regularized=c.is_regularized)),
-    'ec': Algorithm(ec.EcParams, lambda m, p, c: ec.build_ec(m, **_given(p), **c.options())),
+        m, **_given(p), **c.options(), is_regularized=c.is_regularized), 'FLARE', 'C3'),
+    'ec': Algorithm(ec.EcParams, lambda m, p, c: ec.build_ec(m, **_given(p), **c.options()),
+                    'EC', 'C0'),
     'ec_fedprox': Algorithm(ec.EcFedProxParams, lambda m, p, c: ec.build_ec_fedprox(
-        m, **_given(p), **c.options(), is_regularized=c.is_regularized)),
+        m, **_given(p), **c.options(), is_regularized=c.is_regularized), 'EC+FedProx', 'C1'),
     'ec_ffl': Algorithm(ec_ffl.EcFflParams, lambda m, p, c: ec_ffl.build_ec_ffl(
-        m, **_given(p), **c.options())),
+        m, **_given(p), **c.options()), 'EC-FFL', 'C4'),
     'ef21': Algorithm(ef21.Ef21Params, lambda m, p, c: ef21.build_ef21(
         m, **_given(p), client_optimizer=c.client_optimizer,
-        total_clients=c.total_clients), own_aggregation=True),
+        total_clients=c.total_clients), 'EF21', 'C2', own_aggregation=True),
     'ef21_dense': Algorithm(ef21.Ef21Params, lambda m, p, c: ef21.build_ef21(
         m, **_given(p), client_optimizer=c.client_optimizer,
-        dense_state_shortcut=True), own_aggregation=True),
-    'fedavg': Algorithm(NoParams, lambda m, p, c: fedavg.build_fedavg(m, **c.options())),
-    'mask_none': _masked('none'),
-    'mask_independent': _masked('independent'),
-    'mask_synchronized': _masked('synchronized'),
+        dense_state_shortcut=True), "EF21 (authors' dense state)", 'C2', own_aggregation=True),
+    'fedavg': Algorithm(NoParams, lambda m, p, c: fedavg.build_fedavg(m, **c.options()),
+                        'FedAvg', 'C7'),
+    'mask_none': _masked('none', 'no mask'),
+    'mask_independent': _masked('independent', 'independent masks'),
+    'mask_synchronized': _masked('synchronized', 'synchronized masks'),
     'qsgd_ef': Algorithm(qsgd.QsgdParams, lambda m, p, c: qsgd.build_qsgd_ef(
-        m, **_given(p), **c.options())),
+        m, **_given(p), **c.options()), 'QSGD+EF', 'C8'),
     'tff_fedavg': Algorithm(NoParams, lambda m, p, c: tff_baselines.build_tff_fedavg(
-        m, client_optimizer=c.client_optimizer), own_aggregation=True),
+        m, client_optimizer=c.client_optimizer), 'TFF FedAvg', 'C5', own_aggregation=True),
     'tff_fedprox': Algorithm(tff_baselines.TffFedProxParams, lambda m, p, c: (
         tff_baselines.build_tff_fedprox(
             m, proximal_strength=p.tff_fedprox_strength,
-            client_optimizer=c.client_optimizer)), own_aggregation=True),
+            client_optimizer=c.client_optimizer)), 'TFF FedProx', 'C6', own_aggregation=True),
 }
 NAMES = tuple(ALGORITHMS)
+
+
+def label(name: str) -> str:
+  """The papers' name of algorithm `name` (the name itself for one not registered)."""
+  return ALGORITHMS[name].label if name in ALGORITHMS else name
+
+
+def color(name: str) -> str:
+  """Algorithm `name`'s colour in figures (black for one not registered)."""
+  return ALGORITHMS[name].color if name in ALGORITHMS else 'black'
 
 
 def knob_fields() -> dict[str, dataclasses.Field]:

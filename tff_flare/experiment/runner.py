@@ -77,7 +77,7 @@ def hyperparameters(config: config_lib.ExperimentConfig,
       **knobs)
 
 
-# Files of the reproduce machinery (`experiments/figures.py`) that may precede a run's own.
+# Files of the reproduce machinery (`experiments/schedule.py`) that may precede a run's own.
 _FOREIGN_BUT_ALLOWED = ('command.json', 'log.txt', '.write_probe', LOCK_FILE)
 
 

@@ -1,0 +1,559 @@
+"""The figures' plots and tables, drawn from runs (no flags, no files but the ones asked for).
+
+`draw(figure, results, folder)` makes every drawing a figure declares (`spec.SeedCurves`,
+`spec.AgainstParameter`, `spec.MaskingTable`, `spec.SparsityScaling`) into `folder` and
+returns their markdown. The pieces (`seed_table`, `seed_orderings`, `plot_seeds`,
+`plot_runs`, the masking cells' table) also serve `experiments/plot.py`. Algorithms are named
+and coloured by their registry rows (`tff_flare.algorithms.registry`).
+"""
+
+import collections
+import csv
+import dataclasses
+import math
+import pathlib
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Optional
+
+import matplotlib
+
+matplotlib.use('Agg')
+from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from experiments import runs as runs_lib  # pylint: disable=g-bad-import-order,wrong-import-position
+from experiments import spec  # pylint: disable=wrong-import-position
+from tff_flare.algorithms import registry  # pylint: disable=wrong-import-position
+
+Curve = runs_lib.Curve
+_METRIC_TITLES = {'accuracy': 'Test accuracy', 'loss': 'Test loss'}
+
+
+def label(name: str) -> str:
+  return registry.label(name)
+
+
+def _cell(values: Sequence[Optional[float]]) -> str:
+  values = [v for v in values if v is not None]
+  if not values:
+    return '-'
+  if len(values) == 1:
+    return f'{values[0]:.4f} (1)'
+  return f'{statistics.mean(values):.4f} [{min(values):.4f}, {max(values):.4f}] ({len(values)})'
+
+
+# ---------------------------------------------------------------------------------------------
+# Seeds of one experiment: curves, a table, the orderings.
+
+
+def seed_table(curves: Mapping[str, Sequence[Curve]], rounds: Sequence[int],
+               unit: str = 'seeds', metric: str = 'accuracy') -> str:
+  """Markdown: the metric's mean over seeds and [min, max] at each round every seed reached
+  (`unit`: what the runs vary, for the caption)."""
+  reached = [r for r in rounds
+             if all(r in c.round for per_seed in curves.values() for c in per_seed)]
+  seeds = min(len(per_seed) for per_seed in curves.values())
+  title = _METRIC_TITLES[metric]
+  if not reached:
+    return (f'{title} over {seeds} {unit}: no round of {list(rounds)} that every run reached '
+            'yet.\n')
+  lines = ['| algorithm | ' + ' | '.join(f'round {r}' for r in reached) + ' |',
+           '|---|' + '---:|' * len(reached)]
+  for name, per_seed in curves.items():
+    cells = []
+    for r in reached:
+      values = [c.at(r, metric) for c in per_seed]
+      cells.append(f'{sum(values) / len(values):.4f} [{min(values):.4f}, {max(values):.4f}]')
+    lines.append(f'| {label(name)} | ' + ' | '.join(cells) + ' |')
+  return f'{title}, mean over {seeds} {unit} [min, max]:\n\n' + '\n'.join(lines) + '\n'
+
+
+@dataclasses.dataclass(frozen=True)
+class Ordering:
+  """Where algorithm A is better than B, seed by seed (`ordering`)."""
+  holds: int  # Evaluations at which A is better strictly in every seed.
+  reverse: int  # Evaluations at which B is better strictly in every seed.
+  evaluations: int  # Rounds every seed of both reached.
+  since: Optional[int]  # First round from which A stays better (None: not at the last).
+
+
+def ordering(above: Sequence[Curve], below: Sequence[Curve],
+             metric: str = 'accuracy') -> Ordering:
+  """`above` (A) against `below` (B): lists of curves, seed i of one is seed i of the other.
+  Better is a higher accuracy, or a lower loss."""
+  sign = 1.0 if metric == 'accuracy' else -1.0
+  seeds = list(above) + list(below)
+  rounds = sorted(set.intersection(*(set(c.round) for c in seeds)))
+  better = lambda a, b, r: sign * a.at(r, metric) > sign * b.at(r, metric)
+  holds = [all(better(a, b, r) for a, b in zip(above, below)) for r in rounds]
+  reverse = sum(all(better(b, a, r) for a, b in zip(above, below)) for r in rounds)
+  since = len(holds)  # The start of the final run of evaluations where it holds.
+  while since > 0 and holds[since - 1]:
+    since -= 1
+  return Ordering(sum(holds), reverse, len(rounds), rounds[since] if since < len(holds) else None)
+
+
+def seed_orderings(curves: Mapping[str, Sequence[Curve]], metric: str = 'accuracy') -> str:
+  """Markdown: for each pair of algorithms, where one is better than the other in every seed.
+
+  For each pair, A the one with the better mean over the evaluations (rounds every seed of
+  both reached): the evaluations at which A is better strictly in every seed, those at which
+  B is, and the first round from which A stays better ("not at the last evaluation" when the
+  last one already breaks it).
+  """
+  sign = 1.0 if metric == 'accuracy' else -1.0
+  word = '>' if metric == 'accuracy' else 'below'
+  names = sorted(curves, key=label)
+  lines = [f'| ordering A {word} B | evaluations where A {word} B in every seed | '
+           f'B {word} A in every seed | A {word} B in every seed from |', '|---|---:|---:|---|']
+  for i, one in enumerate(names):
+    for other in names[i + 1:]:
+      if len(curves[one]) != len(curves[other]):
+        continue
+      seeds = list(curves[one]) + list(curves[other])
+      rounds = sorted(set.intersection(*(set(c.round) for c in seeds)))
+      total = {n: sign * sum(c.at(r, metric) for c in curves[n] for r in rounds)
+               for n in (one, other)}
+      high, low = (one, other) if total[one] >= total[other] else (other, one)
+      result = ordering(curves[high], curves[low], metric)
+      start = (f'round {result.since}' if result.since is not None else
+               'not at the last evaluation')
+      lines.append(f'| {label(high)} {word} {label(low)} | {result.holds} of '
+                   f'{result.evaluations} | {result.reverse} | {start} |')
+  return ('Orderings, seed by seed (the same seed is the same client stream for every '
+          'algorithm):\n\n' + '\n'.join(lines) + '\n')
+
+
+def _mean_curve(per_seed: Sequence[Curve], key: str):
+  """The mean over seeds of `key` at the rounds every seed has."""
+  common = sorted(set.intersection(*(set(c.round) for c in per_seed)))
+  mean = [sum(getattr(c, key)[c.round.index(r)] for c in per_seed) / len(per_seed)
+          for r in common]
+  return common, mean
+
+
+def plot_seeds(curves: Mapping[str, Sequence[Curve]], output: pathlib.Path,
+               title: Optional[str], metric: str = 'accuracy') -> None:
+  """The metric against the round and against cumulative bytes: seeds thin, their mean bold."""
+  fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+  for name, per_seed in curves.items():
+    color = registry.color(name)
+    text = f'{label(name)} ({len(per_seed)} seeds)'
+    for curve in per_seed:
+      axes[0].plot(curve.round, getattr(curve, metric), color=color, lw=0.7, alpha=0.45)
+      positive = [(b, a) for b, a in zip(curve.bytes, getattr(curve, metric)) if b > 0]
+      if positive:
+        axes[1].plot(*zip(*positive), color=color, lw=0.7, alpha=0.45)
+    rounds, values = _mean_curve(per_seed, metric)
+    axes[0].plot(rounds, values, color=color, lw=2.2, label=text)
+    _, uploaded = _mean_curve(per_seed, 'bytes')
+    positive = [(b, a) for b, a in zip(uploaded, values) if b > 0]
+    if positive:
+      axes[1].plot(*zip(*positive), color=color, lw=2.2, label=text)
+  axes[0].set_xlabel('round')
+  axes[1].set_xlabel('cumulative bytes uploaded by all clients (log scale)')
+  axes[1].set_xscale('log')
+  for ax in axes:
+    ax.set_ylabel(_METRIC_TITLES[metric].lower())
+    ax.grid(alpha=0.3)
+  axes[0].legend(loc='best', fontsize=8)
+  if title:
+    fig.suptitle(f'{title}: each seed thin, mean over seeds bold')
+  fig.tight_layout()
+  pathlib.Path(output).parent.mkdir(parents=True, exist_ok=True)
+  fig.savefig(output, dpi=100)
+  plt.close(fig)
+
+
+def plot_runs(run_dirs: Sequence[pathlib.Path], output: pathlib.Path) -> None:
+  """A 3-panel figure per run (stacked): accuracy and loss against the round, accuracy
+  against the cumulative bytes uploaded."""
+  fig, axes = plt.subplots(len(run_dirs), 3, figsize=(15, 4 * len(run_dirs)), squeeze=False)
+  for row_axes, run_dir in zip(axes, run_dirs):
+    for name, curve in runs_lib.curves(run_dir).items():
+      color = registry.color(name)
+      row_axes[0].plot(curve.round, curve.accuracy, label=label(name), color=color)
+      row_axes[1].plot(curve.round, curve.loss, label=label(name), color=color)
+      positive = [(b, a) for b, a in zip(curve.bytes, curve.accuracy) if b > 0]
+      if positive:
+        row_axes[2].plot(*zip(*positive), label=label(name), color=color)
+    title = pathlib.Path(run_dir).name
+    for ax, ylabel in zip(row_axes, ('test accuracy', 'test loss', 'test accuracy')):
+      ax.set_ylabel(ylabel)
+      ax.set_title(title)
+      ax.grid(alpha=0.3)
+    row_axes[0].set_xlabel('round')
+    row_axes[1].set_xlabel('round')
+    row_axes[2].set_xlabel('cumulative bytes uploaded (value + index, or dense if smaller)')
+    row_axes[2].set_xscale('log')
+    row_axes[0].legend()
+  fig.tight_layout()
+  pathlib.Path(output).parent.mkdir(parents=True, exist_ok=True)
+  fig.savefig(output, dpi=100)
+  plt.close(fig)
+
+
+def group_curves(seeds: Sequence[runs_lib.Seed]) -> dict[str, list[Curve]]:
+  """`{algorithm: [curve of each seed]}` over the algorithms every seed holds."""
+  shared = set.intersection(*(seed.algorithms() for seed in seeds))
+  result = collections.OrderedDict()
+  for seed in seeds:
+    for run_curves in seed.curves:
+      for algorithm in run_curves:
+        if algorithm in shared and algorithm not in result:
+          result[algorithm] = []
+  for algorithm in result:
+    result[algorithm] = [seed.curve(algorithm) for seed in seeds]
+  return result
+
+
+def _draw_seed_curves(drawing: spec.SeedCurves, figure, results, folder) -> str:
+  parts = []
+  for name, group in drawing.groups.items():
+    seeds = [results.seed([results.resolve(r, figure.name) for r in
+                           ((ref,) if isinstance(ref, str) else ref)]) for ref in group.seeds]
+    seeds = [s for s in seeds if s.refs]
+    if not seeds:
+      parts.append(f'**{group.title}**: no run has rounds yet.\n')
+      continue
+    curves = group_curves(seeds)
+    plot_seeds(curves, folder / f'{name}.png', group.title, drawing.metric)
+    table = seed_table(curves, group.rounds, group.unit, drawing.metric)
+    (folder / f'{name}.md').write_text(table + '\n' + seed_orderings(curves, drawing.metric))
+    parts.append(f'**{group.title}** (`{name}.png`; the orderings seed by seed: '
+                 f'[`{name}.md`]({figure.name}/{name}.md)):\n\n{table}')
+  return '\n'.join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Accuracy against a parameter of the runs.
+
+
+def _draw_against(drawing: spec.AgainstParameter, figure, results, folder) -> str:
+  seeds = results.select((figure.name,))
+  points = collections.defaultdict(lambda: collections.defaultdict(list))
+  band = collections.defaultdict(list)
+  banded = 'fedavg' not in drawing.algorithms
+  for seed in seeds:
+    x = seed.config.get(drawing.parameter)
+    for r in drawing.rounds:
+      for algorithm in seed.algorithms():
+        value = seed.at(algorithm, r)
+        if value is None:
+          continue
+        if algorithm == 'fedavg' and banded:
+          band[r].append(value)
+        elif algorithm in drawing.algorithms:
+          points[(algorithm, r)][x].append(value)
+  xs = sorted({x for by_x in points.values() for x in by_x})
+  fig, axes = plt.subplots(1, len(drawing.rounds), figsize=(5.3 * len(drawing.rounds), 4.5),
+                           sharey=True, squeeze=False)
+  for ax, r in zip(axes[0], drawing.rounds):
+    for algorithm in drawing.algorithms:
+      by_x = points.get((algorithm, r), {})
+      present = [x for x in xs if by_x.get(x)]
+      if not present:
+        continue
+      color = registry.color(algorithm)
+      ax.plot(present, [statistics.mean(by_x[x]) for x in present], 'o-', color=color,
+              label=label(algorithm))
+      ax.fill_between(present, [min(by_x[x]) for x in present],
+                      [max(by_x[x]) for x in present], color=color, alpha=0.2)
+    if band.get(r):
+      ax.axhspan(min(band[r]), max(band[r]), color='gray', alpha=0.25,
+                 label=f'FedAvg ({len(band[r])} seeds; no {drawing.parameter})')
+    if drawing.log_x:
+      ax.set_xscale('log')
+    ax.set_xlabel(drawing.parameter + (' (log scale)' if drawing.log_x else ''))
+    ax.set_title(f'after {r} rounds')
+    ax.grid(alpha=0.3)
+  axes[0][0].set_ylabel('test accuracy (mean; band: min-max over seeds)')
+  axes[0][0].legend(fontsize=8)
+  fig.suptitle(figure.title)
+  fig.tight_layout()
+  fig.savefig(folder / f'{drawing.name}.png', dpi=100)
+  plt.close(fig)
+  lines = [f'| {drawing.parameter} | algorithm | ' +
+           ' | '.join(f'round {r}' for r in drawing.rounds) + ' |',
+           '|---:|---|' + '---:|' * len(drawing.rounds)]
+  for x in xs:
+    for algorithm in drawing.algorithms:
+      cells = [_cell(points.get((algorithm, r), {}).get(x, [])) for r in drawing.rounds]
+      lines.append(f'| {x} | {label(algorithm)} | ' + ' | '.join(cells) + ' |')
+  if banded:
+    lines.append('| - | FedAvg | ' + ' | '.join(_cell(band.get(r, [])) for r in drawing.rounds)
+                 + ' |')
+  table = '\n'.join(lines) + '\n'
+  (folder / f'{drawing.name}.md').write_text(table)
+  return (f'Test accuracy, mean [min, max] (seeds), against {drawing.parameter} '
+          f'(`{drawing.name}.png`):\n\n{table}')
+
+
+# ---------------------------------------------------------------------------------------------
+# The update-masking cells.
+
+
+def masking_rows(cell_dir: pathlib.Path) -> list[dict]:
+  """One table row per process of a finished masking cell (`run_masking`'s run directory)."""
+  summary = runs_lib.summary(cell_dir)
+  table = []
+  for name in summary['config']['algorithms']:
+    column = lambda c: [v for _, v in runs_lib.rows_of(cell_dir, name, c)]
+    survival = column('train/survival/survival')
+    normalized = column('train/survival/survival_normalized')
+    half = len(survival) // 2
+    empirical = column('train/survival/survival_empirical')
+    accuracy = runs_lib.rows_of(cell_dir, name, 'eval/accuracy')
+    table.append(dict(
+        cell=cell_dir.name, process=name, rounds=summary['rounds'],
+        mean_s=statistics.mean(survival), std_s=statistics.pstdev(survival),
+        min_s=min(survival), max_s=max(survival),
+        s_max=statistics.mean(column('train/survival/s_max')),
+        mean_s_normalized=statistics.mean(normalized),
+        second_half_s=statistics.mean(survival[half:]),
+        second_half_s_normalized=statistics.mean(normalized[half:]),
+        mean_s_empirical=statistics.mean(empirical) if empirical else float('nan'),
+        final_accuracy=summary['final_eval'][name]['accuracy'],
+        accuracy_curve=' '.join(f'{r}:{a:.3f}' for r, a in accuracy)))
+  return table
+
+
+def masking_table(cells: Sequence[pathlib.Path], folder: pathlib.Path) -> str:
+  """Writes `grid.csv`, `grid.md`, `survival_vs_accuracy.png` and `survival_curves.png` for the
+  finished cells (those with a summary.json) into `folder`; returns grid.md.
+
+  Raises:
+    ValueError: no cell has finished.
+  """
+  cells = [pathlib.Path(c) for c in cells if (pathlib.Path(c) / 'summary.json').exists()]
+  table = [row for cell in cells for row in masking_rows(cell)]
+  if not table:
+    raise ValueError(f'No finished cell among {[str(c) for c in cells] or "none"}.')
+  folder.mkdir(parents=True, exist_ok=True)
+  with open(folder / 'grid.csv', 'w', newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=list(table[0]))
+    writer.writeheader()
+    writer.writerows(table)
+  lines = ['| cell | process | rounds | mean S (std, min-max) | S_max | mean S/S_max '
+           '| 2nd half S (S/S_max) | mean S emp. | final acc |',
+           '|---|---|---:|---|---:|---:|---|---:|---:|']
+  for r in table:
+    lines.append(f"| {r['cell']} | {r['process']} | {r['rounds']} | {r['mean_s']:.2f} "
+                 f"({r['std_s']:.2f}, {r['min_s']:.2f}-{r['max_s']:.2f}) | {r['s_max']:.2f} | "
+                 f"{r['mean_s_normalized']:.3f} | {r['second_half_s']:.2f} "
+                 f"({r['second_half_s_normalized']:.3f}) | {r['mean_s_empirical']:.2f} | "
+                 f"{r['final_accuracy']:.4f} |")
+  markdown = '\n'.join(lines) + '\n'
+  (folder / 'grid.md').write_text(markdown)
+  _plot_survival_against_accuracy(table, folder / 'survival_vs_accuracy.png')
+  _plot_survival_curves(cells, folder / 'survival_curves.png')
+  return markdown
+
+
+def _plot_survival_curves(cells: Sequence[pathlib.Path], path: pathlib.Path) -> None:
+  """S/S_max against the round, one line per cell and process (dimensionless, 0 to 1)."""
+  styles = {'mask_none': '-', 'mask_independent': ':', 'mask_synchronized': '--'}
+  fig, ax = plt.subplots(figsize=(8, 5))
+  for cell in cells:
+    algorithms = runs_lib.summary(cell)['config']['algorithms']
+    for name in algorithms:
+      points = runs_lib.rows_of(cell, name, 'train/survival/survival_normalized')
+      text = cell.name if len(algorithms) == 1 else f'{cell.name} {name}'
+      ax.plot([p[0] for p in points], [p[1] for p in points], styles.get(name, '-'),
+              linewidth=1, label=text)
+  ax.set_xlabel('round')
+  ax.set_ylabel('S / S_max (1 = all of the masks\' regularization survives averaging)')
+  ax.set_ylim(0, 1)
+  ax.set_title('Update masking on CIFAR-10: survival over the rounds')
+  ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
+def _plot_survival_against_accuracy(table, path: pathlib.Path) -> None:
+  markers = {'mask_none': 'o', 'mask_independent': 's', 'mask_synchronized': '^'}
+  colors = {'minibatch': 'tab:blue', 'fullbatch': 'tab:orange'}
+  fig, ax = plt.subplots(figsize=(7, 5))
+  for r in table:
+    # A grid cell is `<local training>_<partition>` (colour, label); another (`batch32` of the
+    # batch sweep) is labelled by its name.
+    local, _, partition = r['cell'].partition('_')
+    ax.scatter(r['mean_s_normalized'], r['final_accuracy'], marker=markers[r['process']],
+               color=colors.get(local, 'gray'))
+    ax.annotate(partition or r['cell'], (r['mean_s_normalized'], r['final_accuracy']),
+                fontsize=6, xytext=(3, 2), textcoords='offset points')
+  for process, marker in markers.items():
+    ax.scatter([], [], marker=marker, color='gray', label=process)
+  for local, color in colors.items():
+    ax.scatter([], [], marker='s', color=color, label=local)
+  ax.set_xlabel('mean S / S_max over rounds (1 = all regularization survives averaging)')
+  ax.set_ylabel('final test accuracy')
+  ax.set_title('Update masking on CIFAR-10: survival vs accuracy')
+  ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
+def _draw_masking(drawing: spec.MaskingTable, figure, results, folder) -> str:
+  del drawing
+  cells = [results.path(ref) for ref in results.figure_runs(figure.name)]
+  return masking_table(cells, folder)
+
+
+# ---------------------------------------------------------------------------------------------
+# How the gap scales with sparsity.
+
+
+def fit_slope(xs: Sequence[float], ys: Sequence[float]) -> Optional[float]:
+  """The least-squares slope of log(y) on log(x) (None with fewer than two points)."""
+  points = [(math.log(x), math.log(y)) for x, y in zip(xs, ys) if x > 0 and y > 0]
+  if len(points) < 2:
+    return None
+  mean_x = statistics.mean(p[0] for p in points)
+  mean_y = statistics.mean(p[1] for p in points)
+  denominator = sum((p[0] - mean_x) ** 2 for p in points)
+  if denominator == 0:
+    return None
+  return sum((p[0] - mean_x) * (p[1] - mean_y) for p in points) / denominator
+
+
+def first_round_at_or_below(curve: Curve, target: float) -> Optional[int]:
+  """The first evaluated round whose loss is at most `target` (None if none is)."""
+  return next((r for r, v in zip(curve.round, curve.loss) if v <= target), None)
+
+
+@dataclasses.dataclass
+class ScalingPoint:
+  """One (R, seed, algorithm) of the scaling study."""
+  keep_percent: float
+  seed: int
+  algorithm: str
+  density: float  # The fraction of the model's entries a client sent, mean over rounds.
+  rounds_to: dict  # {target round of the baseline: rounds this algorithm took, or None}
+  excess: Optional[float]  # Its loss after `final_round` minus the baseline's.
+  last_round: int
+
+
+def scaling_points(drawing: spec.SparsityScaling, figure, results) -> list[ScalingPoint]:
+  """Every run's measures (see `spec.SparsityScaling`)."""
+  baselines, others = {}, []
+  for seed in results.select((figure.name,)):
+    if drawing.baseline in seed.algorithms():
+      baselines[seed.config.get('seed')] = seed.curve(drawing.baseline)
+    else:
+      others.append(seed)
+  points = []
+  for seed in others:
+    baseline = baselines.get(seed.config.get('seed'))
+    if baseline is None:
+      continue
+    path = results.path(seed.refs[0])
+    for algorithm in drawing.algorithms:
+      curve = seed.curve(algorithm)
+      if curve is None:
+        continue
+      density = [v for _, v in runs_lib.rows_of(path, algorithm,
+                                                 'train/communication/density')]
+      rounds_to = {t: first_round_at_or_below(curve, baseline.at(t, 'loss'))
+                   for t in drawing.target_rounds if baseline.at(t, 'loss') is not None}
+      final = curve.at(drawing.final_round, 'loss')
+      reference = baseline.at(drawing.final_round, 'loss')
+      points.append(ScalingPoint(
+          keep_percent=seed.config.get('keep_percent'), seed=seed.config.get('seed'),
+          algorithm=algorithm, density=statistics.mean(density) if density else float('nan'),
+          rounds_to=rounds_to, last_round=curve.last_round,
+          excess=None if final is None or reference is None else final - reference))
+  return points
+
+
+def scaling_series(points: Sequence[ScalingPoint], algorithm: str, measure) -> tuple[list, list]:
+  """`(densities, values)`: per R, the mean density and the mean of `measure(point)` over the
+  seeds, for the R where every seed has a positive value."""
+  by_percent = collections.defaultdict(list)
+  for p in points:
+    if p.algorithm == algorithm:
+      by_percent[p.keep_percent].append(p)
+  xs, ys = [], []
+  for percent in sorted(by_percent, reverse=True):
+    group = by_percent[percent]
+    values = [measure(p) for p in group]
+    if all(v is not None and v > 0 for v in values):
+      xs.append(statistics.mean(p.density for p in group))
+      ys.append(statistics.mean(values))
+  return xs, ys
+
+
+def _draw_scaling(drawing: spec.SparsityScaling, figure, results, folder) -> str:
+  points = scaling_points(drawing, figure, results)
+  if not points:
+    return 'No run with its baseline has rounds yet.\n'
+  by = collections.defaultdict(list)
+  for p in points:
+    by[(p.algorithm, p.keep_percent)].append(p)
+  percents = sorted({p.keep_percent for p in points}, reverse=True)
+  measures = [(f'rounds to FedAvg\'s loss at round {t}', lambda p, t=t: p.rounds_to.get(t))
+              for t in drawing.target_rounds]
+  measures.append((f'excess loss over FedAvg after {drawing.final_round} rounds',
+                   lambda p: p.excess))
+  fig, axes = plt.subplots(1, len(measures), figsize=(5.3 * len(measures), 4.5), squeeze=False)
+  slopes = {}
+  for ax, (title, measure) in zip(axes[0], measures):
+    for algorithm in drawing.algorithms:
+      xs, ys = scaling_series(points, algorithm, measure)
+      slope = fit_slope(xs, ys)
+      slopes[(title, algorithm)] = (slope, len(xs))
+      if xs:
+        text = label(algorithm) + (f' (slope {slope:.2f})' if slope is not None else '')
+        ax.plot(xs, ys, 'o-', color=registry.color(algorithm), label=text)
+    ax.set_xscale('log')
+    ax.set_yscale('log')
+    ax.set_xlabel('kept fraction delta (measured density, log)')
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3, which='both')
+    ax.legend(fontsize=8)
+  fig.suptitle(figure.title + ' (mean over seeds)')
+  fig.tight_layout()
+  fig.savefig(folder / 'scaling.png', dpi=100)
+  plt.close(fig)
+  lines = ['| R (%) | algorithm | density | ' + ' | '.join(t for t, _ in measures) + ' |',
+           '|---:|---|---:|' + '---:|' * len(measures)]
+  for percent in percents:
+    for algorithm in drawing.algorithms:
+      group = by.get((algorithm, percent), [])
+      if not group:
+        continue
+      cells = []
+      for _, measure in measures:
+        values = [measure(p) for p in group]
+        if any(v is None for v in values):
+          missed = sum(v is None for v in values)
+          cells.append(f'not reached in {missed} of {len(values)} (by round '
+                       f'{min(p.last_round for p in group)})')
+        else:
+          cells.append(_cell(values))
+      density = statistics.mean(p.density for p in group)
+      lines.append(f'| {percent} | {label(algorithm)} | {density:.3g} | ' + ' | '.join(cells)
+                   + ' |')
+  lines.append('| slope of log(mean) on log(density) | | | ' + ' | '.join(
+      ', '.join(f'{label(a)} {slopes[(t, a)][0]:.2f} ({slopes[(t, a)][1]} R)'
+                if slopes[(t, a)][0] is not None else f'{label(a)} -' for a in drawing.algorithms)
+      for t, _ in measures) + ' |')
+  table = '\n'.join(lines) + '\n'
+  (folder / 'scaling.md').write_text(table)
+  return ('Per R: the measured density, and mean [min, max] (seeds) of each measure; the '
+          'last row fits a line to the log of the means against the log of the density, '
+          f'over the R where every seed has a value (`scaling.png`):\n\n{table}')
+
+
+# ---------------------------------------------------------------------------------------------
+
+_DRAWERS = {spec.SeedCurves: _draw_seed_curves, spec.AgainstParameter: _draw_against,
+            spec.MaskingTable: _draw_masking, spec.SparsityScaling: _draw_scaling}
+
+
+def draw(figure: spec.Figure, results: runs_lib.Results, folder: pathlib.Path) -> str:
+  """Makes the figure's drawings into `folder`; returns their markdown."""
+  folder.mkdir(parents=True, exist_ok=True)
+  return '\n'.join(_DRAWERS[type(d)](d, figure, results, folder) for d in figure.draw)

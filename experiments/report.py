@@ -1,0 +1,113 @@
+"""The results page: the claims, then every figure's section, then the costs, in one file.
+
+`write(figures, claims, results_dir)` draws every figure from its runs (`charts.draw`), judges
+the claims (`claims.table`) and writes `<results_dir>/README.md`; nothing in the page is typed
+by hand but the declarations' words (`experiments/manifest.py`).
+"""
+
+import pathlib
+from collections.abc import Callable, Sequence
+
+from experiments import charts
+from experiments import claims as claims_lib
+from experiments import runs as runs_lib
+from experiments import schedule
+from experiments import spec
+
+PAGE = 'README.md'
+_PAPERS = (('FLARE', 'FLARE (Greidi & Cohen)'), ('Masking', 'Update masking ("How much '
+                                                  'regularization survives averaging?")'),
+           ('Ours', 'Our own checks'))
+
+
+def _paper_of(figure: spec.Figure) -> str:
+  for key, _ in _PAPERS:
+    if figure.paper.startswith(key):
+      return key
+  return 'Ours'
+
+
+def _claims_section(results: runs_lib.Results, claims: Sequence[spec.Claim]) -> str:
+  rows = ['| # | paper | claim | verdict | figures |', '|---:|---|---|---|---|']
+  details = []
+  for number, claim in enumerate(claims, start=1):
+    word, tests = claims_lib.verdict(results, claim)
+    links = ', '.join(f'[{name}](#{name})' for name in claim.figures)
+    rows.append(f'| {number} | {claim.paper} | {claim.sentence} | **{word}** | {links} |')
+    lines = [f'- test: {t}' for t in tests]
+    lines += [f'- {m.label}: {claims_lib.measure(results, m).text}' for m in claim.shows]
+    if claim.note:
+      lines.append(f'- {claim.note}')
+    details.append(f'**{number}. {claim.sentence}**: {word}.\n\n' + '\n'.join(lines))
+  thresholds = ', '.join(f'{name} = {value:g}' for name, value in claims_lib.THRESHOLDS.items())
+  return ('## The claims\n\nEach verdict follows the rule of its row: **holds** when every test '
+          'passes, **partly** when a partial test does, **not tested** without runs '
+          f'(`experiments/claims.py`). The papers state no thresholds; ours: {thresholds}. '
+          'One seed is a hint, not an effect.\n\n' + '\n'.join(rows) + '\n\n' +
+          '\n\n'.join(details) + '\n')
+
+
+def _figure_section(figure: spec.Figure, results: runs_lib.Results, folder: pathlib.Path
+                    ) -> str:
+  drawn = charts.draw(figure, results, folder)
+  image = (f'![{figure.title}]({figure.name}/{figure.image})\n\n'
+           if figure.image and (folder / figure.image).exists() else '')
+  count = len(figure.runs)
+  own = (f'`python -m experiments.reproduce --figures={figure.name}` ({count} run'
+         f'{"s" if count != 1 else ""}; `--dry_run` prints each command)')
+  reads = (f'; it also shows runs of {", ".join(sorted({r.split("/")[0] for r in figure.reads}))}'
+           if figure.reads else '')
+  return (f'<a id="{figure.name}"></a>\n### {figure.title}\n\n*{figure.paper}.* '
+          f'{figure.reading}\n\n{image}{drawn}\nReproduce: {own}{reads}.\n')
+
+
+def costs_table(figures: Sequence[spec.Figure], results_dir: pathlib.Path) -> str:
+  """One row per figure: runs finished, rounds done / planned, hours done, left and from
+  scratch (measured from each run's own rounds, else estimated from runs of the same
+  configuration, else unknown)."""
+  statuses = schedule.status(figures, results_dir)
+  estimates = schedule.costs(statuses)
+  rows = ['| figure | runs finished | rounds done / planned | hours left | hours from scratch |',
+          '|---|---:|---:|---:|---:|']
+  for figure in figures:
+    mine = [s for s in statuses if s.figure is figure]
+    if not mine:
+      continue
+    cost = [estimates[(figure.name, s.run.name)] for s in mine]
+    label = '' if all(c.measured for c in cost) else ' (estimated)'
+    rows.append(f'| [{figure.name}](#{figure.name}) | {sum(s.finished for s in mine)} of '
+                f'{len(mine)} | {sum(min(s.done, s.run.rounds) for s in mine):,} / '
+                f'{sum(s.run.rounds for s in mine):,} | {schedule.hours(sum(c.left for c in cost))}'
+                f' | {schedule.hours(sum(c.from_scratch for c in cost))}{label} |')
+  return ('## Costs\n\nOn the machine the runs were made on (one core a run, in-process; the '
+          'seconds a round each run measured, `reproduce --list` per run):\n\n' +
+          '\n'.join(rows) + '\n')
+
+
+def write(figures: Sequence[spec.Figure], claims: Sequence[spec.Claim],
+          results_dir: pathlib.Path, log: Callable[[str], object] = print) -> pathlib.Path:
+  """Draws every figure with runs, judges the claims and writes the page; returns its path."""
+  results_dir = pathlib.Path(results_dir)
+  results = runs_lib.Results(results_dir, figures)
+  sections = []
+  for key, title in _PAPERS:
+    parts = []
+    for figure in figures:
+      if _paper_of(figure) != key:
+        continue
+      if not any(results.curves(ref) for ref in results.figure_runs(figure.name)):
+        log(f'{figure.name}: no run has rounds yet; not drawn')
+        continue
+      parts.append(_figure_section(figure, results, results_dir / figure.name))
+      log(f'{figure.name}: drawn in {results_dir / figure.name}')
+    if parts:
+      sections.append(f'## {title}\n\n' + '\n'.join(parts))
+  page = ('# Results: the papers\' figures and claims\n\nGenerated from the runs in this folder '
+          'by `python -m experiments.reproduce --summarize_only`; every number is computed '
+          'from the runs\' files. A figure\'s runs are in its folder, one directory a run '
+          '(`metrics.csv`, `config.json`, `summary.json`, `command.json`).\n\n' +
+          _claims_section(results, claims) + '\n' + '\n'.join(sections) + '\n' +
+          costs_table(figures, results_dir))
+  path = results_dir / PAGE
+  path.write_text(page)
+  return path

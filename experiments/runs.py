@@ -1,0 +1,326 @@
+"""A run directory as the experiments read it: the one reader of `metrics.csv` and the rest.
+
+A run of `run_experiment` (or `run_masking`) writes `metrics.csv` (a row per round, columns
+`<algorithm>/<metric path>`), `config.json` and `summary.json` (the configuration), and
+`checkpoints/`; `reproduce` adds `command.json` (the flags it ran with). Everything in
+`experiments/` that reads these reads them here:
+
+  rows(run_dir)          the rows of metrics.csv, each cell a float (or None when empty);
+  curves(run_dir)        {algorithm: Curve}: the evaluations against the round and the
+                         bytes uploaded before them;
+  config(run_dir)        the recorded configuration;
+  rounds_done(run_dir)   the rounds finished (summary or latest checkpoint);
+  seconds_per_round(run_dir)  the median of a round's training seconds (all algorithms).
+
+A row cut by a kill or a full disk (the last line without its end of line) is left out:
+it is the one row being written. Any other malformed row or cell is refused in one line
+(`RunFileError`).
+"""
+
+import csv
+import dataclasses
+import io
+import json
+import pathlib
+import re
+import statistics
+from typing import Optional
+
+METRICS = 'metrics.csv'
+
+
+class RunFileError(ValueError):
+  """A run file that is missing, cut or malformed (the message names it)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Curve:
+  """One algorithm's evaluations in a run: rounds, test accuracy and loss, and the bytes its
+  clients uploaded before each evaluation (evaluations come before a round trains)."""
+
+  round: tuple[int, ...]
+  accuracy: tuple[float, ...]
+  loss: tuple[float, ...]
+  bytes: tuple[float, ...]
+
+  def at(self, round_num: int, metric: str = 'accuracy') -> Optional[float]:
+    """The metric after `round_num` rounds, None where it was not evaluated."""
+    if round_num not in self.round:
+      return None
+    return getattr(self, metric)[self.round.index(round_num)]
+
+  @property
+  def last_round(self) -> int:
+    return self.round[-1]
+
+
+def _number(text: str, where: str) -> Optional[float]:
+  if text in ('', None):
+    return None
+  try:
+    return float(text)
+  except ValueError:
+    raise RunFileError(f'{where}: {text!r} is not a number.') from None
+
+
+def rows(run_dir: pathlib.Path) -> list[dict[str, Optional[float]]]:
+  """The rows of the run's `metrics.csv`, in file order (see the module docstring).
+
+  Raises:
+    RunFileError: no readable file, a row with the wrong number of cells, or a cell that is
+      not a number.
+  """
+  path = pathlib.Path(run_dir) / METRICS
+  try:
+    text = path.read_text()
+  except (OSError, UnicodeDecodeError) as e:
+    raise RunFileError(f'{path.parent}: no readable {METRICS} ({e}).') from e
+  lines = text.splitlines(keepends=True)
+  if lines and not lines[-1].endswith('\n'):
+    lines = lines[:-1]  # Cut while being written: not a row yet.
+  reader = csv.reader(io.StringIO(''.join(lines)))
+  header = next(reader, None)
+  if not header:
+    return []
+  result = []
+  for number, cells in enumerate(reader, start=2):
+    if len(cells) != len(header):
+      raise RunFileError(f'{path}, line {number}: {len(cells)} cells where the header has '
+                         f'{len(header)} (a damaged file?).')
+    result.append({name: _number(cell, f'{path}, line {number}, {name}')
+                   for name, cell in zip(header, cells)})
+  return result
+
+
+def _today_names(run_dir: pathlib.Path) -> dict[str, str]:
+  """Algorithms renamed since the run was made: EF21 with the dense state was `ef21`, run
+  with the then `--ef21_dense_state` flag (its recorded configuration says so)."""
+  recorded = config(run_dir) or {}
+  return {'ef21': 'ef21_dense'} if recorded.get('ef21_dense_state') else {}
+
+
+def curves(run_dir: pathlib.Path) -> dict[str, Curve]:
+  """`{algorithm: Curve}` of a run, under today's algorithm names.
+
+  Raises:
+    RunFileError: see `rows`; or no evaluated round yet.
+  """
+  rename = _today_names(run_dir)
+  table = sorted(rows(run_dir), key=lambda row: row['round'])
+  algorithms = sorted({key.split('/')[0] for key in (table[0] if table else {})
+                       if key.endswith('/eval/accuracy')})
+  if not algorithms or not any(row.get(f'{a}/eval/accuracy') is not None
+                               for row in table for a in algorithms):
+    raise RunFileError(f'{pathlib.Path(run_dir) / METRICS} has no evaluated round yet.')
+  result = {}
+  for name in algorithms:
+    points, uploaded = [], 0.0
+    for row in table:
+      accuracy = row.get(f'{name}/eval/accuracy')
+      if accuracy is not None:
+        points.append((int(row['round']), accuracy, row[f'{name}/eval/loss'], uploaded))
+      uploaded += row.get(f'{name}/bytes_uploaded') or 0.0
+    result[rename.get(name, name)] = Curve(*(tuple(column) for column in zip(*points)))
+  return result
+
+
+def has_curves(run_dir: pathlib.Path) -> bool:
+  """Whether the run has evaluated rounds to read (a damaged file still raises)."""
+  if not (pathlib.Path(run_dir) / METRICS).exists():
+    return False
+  try:
+    curves(run_dir)
+  except RunFileError as e:
+    if 'no evaluated round' in str(e):
+      return False
+    raise
+  return True
+
+
+def config(run_dir: pathlib.Path) -> Optional[dict]:
+  """The run's recorded configuration (config.json, else summary.json), None without one.
+
+  Raises:
+    RunFileError: a file that cannot be read.
+  """
+  for name in ('config.json', 'summary.json'):
+    path = pathlib.Path(run_dir) / name
+    if path.exists():
+      try:
+        return json.loads(path.read_text())['config']
+      except (OSError, ValueError, KeyError, TypeError) as e:
+        raise RunFileError(f'{path} cannot be read ({e}).') from e
+  return None
+
+
+def summary(run_dir: pathlib.Path) -> Optional[dict]:
+  """The run's summary.json, None without one (`RunFileError` when unreadable)."""
+  path = pathlib.Path(run_dir) / 'summary.json'
+  if not path.exists():
+    return None
+  try:
+    return json.loads(path.read_text())
+  except (OSError, ValueError) as e:
+    raise RunFileError(f'{path} cannot be read ({e}).') from e
+
+
+def rounds_done(run_dir: pathlib.Path) -> int:
+  """Rounds a run has finished: the later of its summary's and its latest checkpoint's (a run
+  finished in pieces keeps the summary of its last finished piece while an interrupted later
+  piece has checkpointed further); without either, the rounds its metrics.csv records (a run
+  stopped for good, committed as it was); else 0."""
+  summarized = 0
+  try:
+    recorded = summary(run_dir)
+    summarized = int(recorded['rounds']) if recorded else 0
+  except (RunFileError, KeyError, TypeError, ValueError):
+    pass
+  versions = [int(m.group(1)) for p in (pathlib.Path(run_dir) / 'checkpoints').glob(
+      'program_state_*') if (m := re.fullmatch(r'program_state_(\d+)', p.name))]
+  if summarized or versions or not (pathlib.Path(run_dir) / METRICS).exists():
+    return max(versions + [summarized])
+  try:
+    trained = [int(row['round']) for row in rows(run_dir)
+               if any(k.endswith('/round_seconds') and v is not None for k, v in row.items())]
+  except RunFileError:
+    return 0
+  return max(trained) + 1 if trained else 0
+
+
+def seconds_per_round(run_dir: pathlib.Path) -> Optional[float]:
+  """The median over rounds of the summed `round_seconds` of the run's algorithms (None
+  without rounds)."""
+  if not (pathlib.Path(run_dir) / METRICS).exists():
+    return None
+  totals = []
+  for row in rows(run_dir):
+    values = [v for k, v in row.items() if k.endswith('/round_seconds') and v is not None]
+    if values:
+      totals.append(sum(values))
+  return statistics.median(totals) if totals else None
+
+
+def rows_of(run_dir: pathlib.Path, algorithm: str, column: str) -> list[tuple[int, float]]:
+  """`(round, value)` of one algorithm's column wherever it has a value (e.g.
+  `train/survival/survival`)."""
+  key = f'{algorithm}/{column}'
+  return [(int(row['round']), row[key]) for row in rows(run_dir)
+          if row.get(key) is not None]
+
+
+# ---------------------------------------------------------------------------------------------
+# The declared runs (`experiments/manifest.py`) in a results directory.
+
+
+@dataclasses.dataclass
+class Seed:
+  """One seed of an experiment: runs (one or more, joined) in declaration order; an
+  algorithm's value at a round is the first of them that has it."""
+
+  refs: list[str]
+  curves: list[dict[str, Curve]]
+  config: dict
+
+  def algorithms(self) -> set[str]:
+    return set().union(*(set(c) for c in self.curves))
+
+  def at(self, algorithm: str, round_num: int, metric: str = 'accuracy') -> Optional[float]:
+    for run_curves in self.curves:
+      if algorithm in run_curves:
+        value = run_curves[algorithm].at(round_num, metric)
+        if value is not None:
+          return value
+    return None
+
+  def curve(self, algorithm: str) -> Optional[Curve]:
+    """The algorithm's curve from the first run that has it."""
+    return next((c[algorithm] for c in self.curves if algorithm in c), None)
+
+
+def _matches(recorded: dict, where) -> bool:
+  for key, wanted in where.items():
+    value = recorded.get(key)
+    if isinstance(wanted, float) or isinstance(value, float):
+      if value is None or wanted is None or abs(float(value) - float(wanted)) > 1e-12:
+        return False
+    elif value != wanted:
+      return False
+  return True
+
+
+class Results:
+  """The manifest's runs in a results directory: references resolved, files read once.
+
+  Args:
+    root: the results directory (a run `<figure>/<run>` is `root/<figure>/<run>`).
+    figures: the manifest's figures (`spec.Figure`).
+  """
+
+  def __init__(self, root: pathlib.Path, figures):
+    self.root = pathlib.Path(root)
+    self.figures = {f.name: f for f in figures}
+    self._runs = {f'{f.name}/{r.name}': r for f in figures for r in f.runs}
+    self._curves = {}
+
+  def resolve(self, ref: str, figure: Optional[str] = None) -> str:
+    """A reference as `<figure>/<run>` (a bare run name is `figure`'s).
+
+    Raises:
+      KeyError: no such declared run.
+    """
+    full = ref if '/' in ref else f'{figure}/{ref}'
+    if full not in self._runs:
+      raise KeyError(f'No run {full!r} is declared in the manifest.')
+    return full
+
+  def path(self, ref: str) -> pathlib.Path:
+    return self.root / self.resolve(ref)
+
+  def run(self, ref: str):
+    return self._runs[self.resolve(ref)]
+
+  def curves(self, ref: str) -> dict[str, Curve]:
+    """The run's curves; {} for a run with no evaluated round yet."""
+    full = self.resolve(ref)
+    if full not in self._curves:
+      path = self.root / full
+      self._curves[full] = curves(path) if has_curves(path) else {}
+    return self._curves[full]
+
+  def figure_runs(self, name: str) -> list[str]:
+    """A figure's runs, its own then the ones it reads, as full references."""
+    figure = self.figures[name]
+    return ([f'{name}/{r.name}' for r in figure.runs] +
+            [self.resolve(ref, name) for ref in figure.reads])
+
+  def seed(self, refs) -> Seed:
+    """A seed of the given runs (a reference or a tuple of references), in that order."""
+    refs = [refs] if isinstance(refs, str) else list(refs)
+    present = [r for r in refs if self.curves(r)]
+    return Seed(present, [self.curves(r) for r in present],
+                (config(self.path(present[0])) or {}) if present else {})
+
+  def select(self, figures, where=None, reaching: Optional[int] = None) -> list[Seed]:
+    """The seeds of `spec.Select(figures, where, reaching)` (see there)."""
+    refs = []
+    for name in figures:
+      refs += [r for r in self.figure_runs(name) if r not in refs]
+    kept = []
+    for ref in refs:
+      run_curves = self.curves(ref)
+      if not run_curves:
+        continue
+      if reaching is not None and max(c.last_round for c in run_curves.values()) < reaching:
+        continue
+      if where and not _matches(config(self.path(ref)) or {}, where):
+        continue
+      kept.append(ref)
+    seeds: dict[str, list[str]] = {}
+    for ref in kept:
+      run = self.run(ref)
+      joined = ref.rsplit('/', 1)[0] + '/' + run.joins if run.joins else None
+      if joined in seeds:
+        seeds[joined].append(ref)
+      else:
+        seeds[ref] = [ref]
+    return [self.seed(group) for group in seeds.values()]

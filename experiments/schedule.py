@@ -1,0 +1,354 @@
+"""Running the manifest's runs: commands, status and cost, jobs on cores, shards, resume.
+
+A run's output directory is `<results>/<figure>/<run>/`; `reproduce` records the flags it
+runs with in `command.json`, and the run's log in `log.txt`.
+
+* A run is finished when it has done its planned rounds (`runs.rounds_done`); a finished run
+  is skipped. A run with fewer rounds is resumed by the same command on the same directory,
+  from its checkpoint. A run directory whose `command.json` holds other flags (other than
+  where the data is) is refused (`ReproduceError`): it would mix two configurations.
+* `execute(runs, jobs=k)` runs k runs at a time, each pinned to its own core (`taskset`) with
+  one client thread, as the committed runs were made; `shard_runs` keeps every n-th run in
+  manifest order whatever the status, so a job array splits a figure.
+* `status` and `format_list` give each run's rounds done / planned and its cost: seconds a
+  round measured by the run itself, else by runs of the same configuration (the flags but
+  the seeds), labelled estimated; runs with none have no estimate.
+* The data directory (`data_dir`) replaces the `DATA_DIR` placeholder of a run's flags (the
+  manifest says `{data}/mnist.npz`), so the commands run wherever the data is.
+"""
+
+import collections
+from collections.abc import Callable, Sequence
+import dataclasses
+import json
+import os
+import pathlib
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from typing import Optional
+
+from experiments import runs as runs_lib
+from experiments import spec
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+RESULTS = pathlib.Path('experiments') / 'results'  # The committed results, in the repository.
+COMMAND_FILE = 'command.json'
+LOG_FILE = 'log.txt'
+DATA_DIR = '{data}'  # In a run's flags: the data directory (`--data_dir` of reproduce).
+# Flags that say where the data is, not what it is (a resume checks the data itself).
+LOCATION_FLAGS = ('data_path', 'data_dir')
+# One core each, in-process: as the committed evidence runs were made.
+ONE_CORE = ('--execution=inprocess', '--client_threads=1')
+
+
+class ReproduceError(ValueError):
+  """A bad selection, or a run directory that belongs to another configuration."""
+
+
+def flag_args(flags, data_dir: str = '') -> list[str]:
+  """`--name=value` arguments (a bool as `--name` / `--noname`, a sequence comma-joined)."""
+  args = []
+  for name, value in flags.items():
+    if isinstance(value, str):
+      value = value.replace(DATA_DIR, data_dir.rstrip('/') or '.')
+    if value is True:
+      args.append(f'--{name}')
+    elif value is False:
+      args.append(f'--no{name}')
+    elif isinstance(value, (list, tuple)):
+      args.append(f'--{name}={",".join(str(v) for v in value)}')
+    else:
+      args.append(f'--{name}={value}')
+  return args
+
+
+def command(run: spec.Run, run_dir: pathlib.Path, data_dir: str,
+            execution_args: Sequence[str] = ONE_CORE,
+            until_round: Optional[int] = None) -> list[str]:
+  """The command line of `run` into `run_dir`, to its planned rounds or, in pieces, to
+  `until_round` where that is fewer."""
+  rounds = run.rounds if until_round is None else min(run.rounds, until_round)
+  return ([sys.executable, '-m', run.binary] + flag_args(run.flags, data_dir) +
+          [f'--rounds={rounds}', f'--output_dir={run_dir}'] + list(execution_args))
+
+
+def printable(args: Sequence[str]) -> str:
+  """A command as a user types it: `python -m ...`."""
+  return shlex.join(['python'] + list(args[args.index(sys.executable) + 1:]))
+
+
+def _comparable(flags) -> dict:
+  return {k: v for k, v in json.loads(json.dumps(dict(flags), default=str)).items()
+          if k not in LOCATION_FLAGS}
+
+
+def check_recorded_flags(run: spec.Run, run_dir: pathlib.Path) -> None:
+  """Raises `ReproduceError` when `run_dir` holds a run made with other flags."""
+  path = run_dir / COMMAND_FILE
+  if not path.exists():
+    return
+  try:
+    recorded = json.loads(path.read_text())
+  except (OSError, ValueError) as e:
+    raise ReproduceError(f'{path} cannot be read ({e}).') from e
+  wanted = _comparable(run.flags)
+  then = _comparable(recorded.get('flags', {}))
+  if recorded.get('binary') != run.binary or then != wanted:
+    changed = sorted(set(then) ^ set(wanted) | {
+        k for k in wanted if k in then and then[k] != wanted[k]})
+    raise ReproduceError(
+        f'{run_dir} holds a run made with other flags ({", ".join(changed) or "binary"}); the '
+        'manifest would mix two configurations. Remove the directory to run it again, or '
+        'restore the manifest.')
+
+
+def _record_flags(run: spec.Run, run_dir: pathlib.Path) -> None:
+  run_dir.mkdir(parents=True, exist_ok=True)
+  (run_dir / COMMAND_FILE).write_text(json.dumps(
+      dict(binary=run.binary, flags=dict(run.flags)), indent=2, default=str) + '\n')
+
+
+def cost_key(run: spec.Run) -> str:
+  """Runs with the same key cost the same a round: the flags but the seeds."""
+  return json.dumps({k: v for k, v in sorted(run.flags.items())
+                     if k not in ('seed', 'model_seed')}, default=str)
+
+
+@dataclasses.dataclass
+class RunStatus:
+  """A run of a figure, where it stands and what it costs (seconds a round, measured)."""
+
+  figure: spec.Figure
+  run: spec.Run
+  done: int
+  seconds_per_round: Optional[float]
+
+  @property
+  def finished(self) -> bool:
+    return self.done >= self.run.rounds
+
+
+def status(figures: Sequence[spec.Figure], results: pathlib.Path) -> list[RunStatus]:
+  result = []
+  for figure in figures:
+    for run in figure.runs:
+      run_dir = results / figure.name / run.name
+      try:
+        seconds = runs_lib.seconds_per_round(run_dir)
+      except runs_lib.RunFileError:
+        seconds = None
+      result.append(RunStatus(figure, run, runs_lib.rounds_done(run_dir), seconds))
+  return result
+
+
+@dataclasses.dataclass(frozen=True)
+class Cost:
+  """Seconds of a run: all of it from scratch, and what is left; `measured` when the run's own
+  rounds give its rate, else from runs of the same cost key; NaN where none has rounds."""
+
+  from_scratch: float
+  left: float
+  measured: bool
+
+
+def costs(statuses: Sequence[RunStatus]) -> dict[tuple[str, str], Cost]:
+  by_key = collections.defaultdict(list)
+  for s in statuses:
+    if s.seconds_per_round is not None:
+      by_key[cost_key(s.run)].append(s.seconds_per_round)
+  result = {}
+  for s in statuses:
+    left = max(0, s.run.rounds - s.done)
+    if s.seconds_per_round is not None:
+      rate, measured = s.seconds_per_round, True
+    elif by_key.get(cost_key(s.run)):
+      rate, measured = statistics.median(by_key[cost_key(s.run)]), False
+    else:
+      rate, measured = float('nan'), False
+    result[(s.figure.name, s.run.name)] = Cost(rate * s.run.rounds,
+                                               0.0 if not left else rate * left, measured)
+  return result
+
+
+def hours(seconds: float) -> str:
+  if seconds != seconds:  # NaN
+    return '?'
+  return f'{seconds / 3600:.1f} h'
+
+
+def format_list(figures: Sequence[spec.Figure], results: pathlib.Path) -> str:
+  """The `--list` table: every run's rounds done / planned, its rate and its costs."""
+  statuses = status(figures, results)
+  estimates = costs(statuses)
+  lines = []
+  for figure in figures:
+    runs = [s for s in statuses if s.figure is figure]
+    if not runs:
+      lines.append(f'{figure.name}: {figure.title} (no runs of its own)')
+      continue
+    cost = [estimates[(figure.name, s.run.name)] for s in runs]
+    exact = all(c.measured for c in cost)
+    lines.append(
+        f'{figure.name}: {figure.title} ({sum(s.finished for s in runs)}/{len(runs)} runs '
+        f'finished; {hours(sum(c.left for c in cost))} left, '
+        f'{hours(sum(c.from_scratch for c in cost))} from scratch'
+        f'{"" if exact else ", estimated"})')
+    for s, c in zip(runs, cost):
+      rate = (f'{s.seconds_per_round:.2f} s/round' if s.seconds_per_round is not None else
+              'no rounds yet')
+      label = '' if c.measured else ' (estimated)'
+      lines.append(f'  {s.run.name:<32} {s.done:>5} / {s.run.rounds:<5} {rate:<16} '
+                   f'{hours(c.left)} left, {hours(c.from_scratch)} from scratch{label}')
+  return '\n'.join(lines)
+
+
+def select(figures: Sequence[spec.Figure], names: Sequence[str]) -> list[spec.Figure]:
+  """The figures named (all for an empty list); an unknown name raises `ReproduceError`."""
+  known = {f.name: f for f in figures}
+  unknown = [n for n in names if n not in known]
+  if unknown:
+    raise ReproduceError(f'Unknown figures {unknown}; known: {", ".join(known)}.')
+  return [known[n] for n in names] if names else list(figures)
+
+
+def parse_shard(text: Optional[str]) -> tuple[int, int]:
+  """`'i/n'` -> (i, n) with 0 <= i < n; None -> (0, 1)."""
+  if not text:
+    return 0, 1
+  match = re.fullmatch(r'(\d+)/(\d+)', text.strip())
+  if not match or not 0 <= int(match.group(1)) < int(match.group(2)):
+    raise ReproduceError(f'--shard must be i/n with 0 <= i < n, got {text!r}.')
+  return int(match.group(1)), int(match.group(2))
+
+
+def runs_shown(figures: Sequence[spec.Figure], manifest: Sequence[spec.Figure]
+               ) -> list[tuple[spec.Figure, spec.Run]]:
+  """Every run the figures show: each figure's own, then the runs of other figures it reads
+  (each run once, under the figure that declares it), in manifest order."""
+  owners = {f.name: f for f in manifest}
+  result = []
+  for figure in figures:
+    pairs = [(figure, run) for run in figure.runs]
+    for ref in figure.reads:
+      name, run_name = ref.split('/', 1)
+      owner = owners.get(name)
+      run = next((r for r in owner.runs if r.name == run_name), None) if owner else None
+      if run is None:
+        raise ReproduceError(f'{figure.name} reads {ref}, which no figure declares.')
+      pairs.append((owner, run))
+    result += [p for p in pairs if p not in result]
+  return result
+
+
+def shard_runs(runs: Sequence[tuple[spec.Figure, spec.Run]], shard: tuple[int, int]
+               ) -> list[tuple[spec.Figure, spec.Run]]:
+  """Every n-th run, from the i-th, in the given order (status not consulted)."""
+  index, count = shard
+  return list(runs)[index::count]
+
+
+def _cores() -> list[int]:
+  try:
+    return sorted(os.sched_getaffinity(0))
+  except AttributeError:
+    return list(range(os.cpu_count() or 1))
+
+
+def failure(returncode: int, log_path: pathlib.Path) -> str:
+  """What a failed run's exit says: its log's last line; for a run killed by a signal, the
+  signal and the line Python's fault handler starts its report with (its last line is the
+  list of extension modules)."""
+  try:
+    lines = [line for line in log_path.read_text(errors='replace').splitlines() if line.strip()]
+  except OSError:
+    lines = []
+  if returncode >= 0:
+    return f'exit {returncode}: {lines[-1] if lines else ""}'
+  try:
+    name = signal.Signals(-returncode).name
+  except ValueError:
+    name = f'signal {-returncode}'
+  fatal = [line for line in lines if line.startswith('Fatal Python error')]
+  return f'killed by {name}' + (f': {fatal[-1]}' if fatal else '')
+
+
+def execute(runs: Sequence[tuple[spec.Figure, spec.Run]], results: pathlib.Path,
+            data_dir: str, jobs: int = 1, log: Callable[[str], object] = print,
+            pin: bool = True, execution_args: Sequence[str] = ONE_CORE,
+            until_round: Optional[int] = None) -> int:
+  """Runs the unfinished `runs` into `results`, `jobs` at a time (each pinned to a core with
+  `pin`); with `until_round`, only up to that round this time (a piece: the next call goes
+  on).
+
+  Returns 0 when every run finished, 2 when every failed run refused its input (its exit
+  status 2: the message is printed), else 1.
+
+  Raises:
+    ReproduceError: a run's directory holds a run made with other flags (checked for every
+      run before any starts).
+  """
+  results = pathlib.Path(results)
+  for figure, run in runs:
+    check_recorded_flags(run, results / figure.name / run.name)
+  goal = {id(r): r.rounds if until_round is None else min(r.rounds, until_round) for _, r in runs}
+  pending = [(f, r) for f, r in runs
+             if runs_lib.rounds_done(results / f.name / r.name) < goal[id(r)]]
+  for figure, run in runs:
+    if (figure, run) not in pending:
+      unchecked = not (results / figure.name / run.name / COMMAND_FILE).exists()
+      log(f'{figure.name}/{run.name}: finished ({goal[id(run)]} rounds), skipped'
+          + (' (made without a command.json: its flags are not checked)' if unchecked else ''))
+  cores = _cores()
+  running: dict[subprocess.Popen, tuple[spec.Figure, spec.Run, Optional[int]]] = {}
+  failed = []
+  free = list(cores[:max(1, jobs)]) if pin else [None] * max(1, jobs)
+  env = dict(os.environ)  # The binaries import from this repository wherever they start.
+  env['PYTHONPATH'] = os.pathsep.join(filter(None, [str(ROOT), env.get('PYTHONPATH')]))
+  try:
+    while pending or running:
+      while pending and free:
+        figure, run = pending.pop(0)
+        core = free.pop(0)
+        run_dir = results / figure.name / run.name
+        _record_flags(run, run_dir)
+        # Paths relative to where this runs, so that a run records no absolute path.
+        args = command(run, pathlib.Path(os.path.relpath(run_dir)), data_dir, execution_args,
+                       until_round)
+        if core is not None and len(cores) > 1:
+          args = ['taskset', '-c', str(core)] + args
+        log(f'{figure.name}/{run.name}: {printable(args)}'
+            f'{"" if core is None else f"  (core {core})"}')
+        with open(run_dir / LOG_FILE, 'a') as log_file:
+          process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT,
+                                     start_new_session=True, env=env)
+        running[process] = (figure, run, core)
+      time.sleep(0.5)
+      for process in [p for p in running if p.poll() is not None]:
+        figure, run, core = running.pop(process)
+        free.append(core)
+        if process.returncode == 0:
+          log(f'{figure.name}/{run.name}: finished')
+        else:
+          failed.append(process.returncode)
+          log_path = results / figure.name / run.name / LOG_FILE
+          log(f'{figure.name}/{run.name}: failed ({failure(process.returncode, log_path)}) '
+              f'(log: {log_path})')
+  finally:
+    for process in running:  # Interrupted: the runs stop as on Ctrl-C (each resumes).
+      try:
+        os.killpg(process.pid, signal.SIGINT)
+      except ProcessLookupError:
+        pass
+    for process in running:
+      try:
+        process.wait(timeout=60)
+      except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+  if not failed:
+    return 0
+  return 2 if all(code == 2 for code in failed) else 1

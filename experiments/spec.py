@@ -1,0 +1,238 @@
+"""What the manifest declares: runs, grids of runs, figures, the drawings, claims and rules.
+
+Everything here is data (frozen dataclasses); the code that schedules runs
+(`experiments/schedule.py`), reads them (`runs.py`), draws them (`charts.py`) and judges
+claims (`claims.py`) lives elsewhere. `experiments/manifest.py` holds the declarations.
+
+* A `Run` is one command of a binary: its flags and its rounds. A `Grid` declares runs over
+  every combination of some parameters (`axes`), named by a pattern.
+* A `Figure` is a figure or table of one of the papers: its grids (the runs it makes), the
+  runs of other figures it also shows (`reads`), what draws it, and a short reading.
+* A `Claim` is a sentence of a paper and the rule that judges it: tests, each a `Measure`
+  (named, computed by `claims.py` from the runs), a comparison and a named threshold.
+
+Run references are `'<figure>/<run>'` (or a run's name within its own figure).
+"""
+
+import dataclasses
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Optional, Union
+
+RUN_EXPERIMENT = 'experiments.run_experiment'
+RUN_MASKING = 'experiments.run_masking'
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+  """One run: a binary's flags (`--name=value` as `name: value`; a bool as True/False) without
+  `output_dir`, `rounds` and the execution flags, which the scheduler sets.
+
+  Attributes:
+    name: the run's directory under its figure's folder.
+    flags: the binary's flags.
+    rounds: the rounds the figure needs.
+    binary: the module that runs it.
+    joins: the name of another run of the figure this one completes (one algorithm each,
+      the same client stream and initial model): the two are one seed.
+  """
+
+  name: str
+  flags: Mapping[str, object]
+  rounds: int
+  binary: str = RUN_EXPERIMENT
+  joins: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+  """An axis value that sets several flags at once, named `name` in run names (e.g. the
+  partition `dir0.5`: `partition=dirichlet, alpha=0.5`)."""
+
+  name: str
+  flags: Mapping[str, object]
+
+  def __str__(self) -> str:
+    return self.name
+
+
+@dataclasses.dataclass(frozen=True)
+class Grid:
+  """Runs over every combination of `axes` (the first axis outermost), each `base` with one
+  value per axis (an axis named after a flag sets that flag; an `Option` sets its flags),
+  named by `name` (a `str.format` pattern of the axes, e.g. `'R{keep_percent}_seed{seed}'`);
+  `joins` likewise names the run each completes."""
+
+  name: str
+  base: Mapping[str, object]
+  rounds: int
+  axes: Mapping[str, Sequence[object]] = dataclasses.field(default_factory=dict)
+  binary: str = RUN_EXPERIMENT
+  joins: Optional[str] = None
+
+  def runs(self) -> tuple[Run, ...]:
+    names = list(self.axes)
+    result = []
+    for values in itertools.product(*(self.axes[n] for n in names)):
+      point = dict(zip(names, values))
+      flags = dict(self.base)
+      for name, value in point.items():
+        flags.update(value.flags if isinstance(value, Option) else {name: value})
+      result.append(Run(self.name.format(**point), flags, self.rounds, self.binary,
+                        self.joins.format(**point) if self.joins else None))
+    return tuple(result)
+
+
+# ---------------------------------------------------------------------------------------------
+# Drawings: which plot and table show a figure (`charts.draw`).
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+  """Seeds of one experiment drawn together: `seeds` are run references, a tuple of them one
+  seed made of several runs (one algorithm each); the table gives `rounds`."""
+
+  title: str
+  seeds: tuple[Union[str, tuple[str, ...]], ...]
+  rounds: tuple[int, ...]
+  unit: str = 'seeds'  # What the runs vary (the table's caption).
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedCurves:
+  """Per group: test accuracy (or loss) against the round and the cumulative bytes, every seed
+  thin and their mean bold (`<group>.png`), and a table of the mean [min, max] at the group's
+  rounds with the orderings seed by seed (`<group>.md`)."""
+
+  groups: Mapping[str, Group]
+  metric: str = 'accuracy'  # Or 'loss'.
+
+
+@dataclasses.dataclass(frozen=True)
+class AgainstParameter:
+  """Test accuracy against a run parameter (R, the learning rate) at `rounds`: the mean and
+  the range over seeds per algorithm (`<name>.png`, `<name>.md`). A seed is a value of the
+  run's `seed`; of two runs with one (parameter, seed, algorithm), the first declared that
+  reached the round counts. FedAvg (no R) is a band."""
+
+  name: str
+  parameter: str
+  rounds: tuple[int, ...]
+  algorithms: tuple[str, ...]
+  log_x: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskingTable:
+  """The update-masking cells' table (`grid.md`, `grid.csv`) and plots: survival S, S/S_max
+  over the rounds and their second half, the empirical S, the final accuracy."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SparsityScaling:
+  """A convex model's gap against the kept fraction (the measured density), log-log, with
+  fitted slopes (`scaling.png`, `scaling.md`): the rounds each algorithm takes to reach the
+  loss the dense baseline reaches after each of `target_rounds`, and the excess loss over the
+  baseline after `final_round`, per seed."""
+
+  algorithms: tuple[str, ...]
+  baseline: str
+  target_rounds: tuple[int, ...]
+  final_round: int
+
+
+Drawing = Union[SeedCurves, AgainstParameter, MaskingTable, SparsityScaling]
+
+
+@dataclasses.dataclass(frozen=True)
+class Figure:
+  """A figure or table of one of the papers (or one of ours), and the runs it is made from.
+
+  Attributes:
+    name: its folder under the results directory.
+    title: what it shows.
+    paper: which paper's figure, table or claim it reproduces, in words.
+    grids: the runs it makes, in the order they run.
+    reads: runs of other figures it also shows, by reference (`'<figure>/<run>'`).
+    draw: the drawings that make its images and tables.
+    reading: what it shows, in a few words (no numbers: those are the tables').
+    image: the image of its section of the results page (a file its drawing writes).
+  """
+
+  name: str
+  title: str
+  paper: str
+  grids: tuple[Grid, ...] = ()
+  reads: tuple[str, ...] = ()
+  draw: tuple[Drawing, ...] = ()
+  reading: str = ''
+  image: Optional[str] = None
+
+  @property
+  def runs(self) -> tuple[Run, ...]:
+    return tuple(run for grid in self.grids for run in grid.runs())
+
+
+# ---------------------------------------------------------------------------------------------
+# Claims: a sentence of a paper and its rule.
+
+
+@dataclasses.dataclass(frozen=True)
+class Select:
+  """Runs of some figures (their own and the ones they read) whose recorded configuration
+  has every `where` value, as seeds: a run is a seed, with the runs that join it; of several
+  seeds with one configuration and `seed`, each algorithm's curve comes from the first
+  declared run that reached `reaching` (or has it at all)."""
+
+  figures: tuple[str, ...]
+  where: Mapping[str, object] = dataclasses.field(default_factory=dict)
+  reaching: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Measure:
+  """A number computed from runs by `claims.MEASURES[kind]` with these arguments, shown as
+  `label`."""
+
+  kind: str
+  label: str
+  args: Mapping[str, object] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Test:
+  """`measure <comparison> THRESHOLDS[threshold]` (`claims.THRESHOLDS`)."""
+
+  measure: Measure
+  comparison: str  # '<', '<=', '>', '>=', '=='
+  threshold: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+  """A claim and its verdict: **holds** when every test of `holds` passes; else **partly** when
+  a test of `partly` does; else **does not hold** when a test of `holds` fails; else **not
+  tested** (a measure of `holds` has no runs). `shows` are measured and reported beside."""
+
+  paper: str
+  sentence: str
+  figures: tuple[str, ...]
+  holds: tuple[Test, ...]
+  partly: tuple[Test, ...] = ()
+  shows: tuple[Measure, ...] = ()
+  note: str = ''
+
+
+def partition_option(name: str) -> Option:
+  """A partition by its short name, `iid`, `dir<alpha>` or `qskew<ratio>`, as an axis value.
+
+  Raises:
+    ValueError: another name.
+  """
+  if name == 'iid':
+    return Option(name, dict(partition='iid'))
+  if name.startswith('dir'):
+    return Option(name, dict(partition='dirichlet', alpha=float(name[3:])))
+  if name.startswith('qskew'):
+    return Option(name, dict(partition='quantity_skew', ratio=float(name[5:])))
+  raise ValueError(f'Unknown partition {name!r}: use iid, dir<alpha> or qskew<ratio>.')

@@ -1,0 +1,84 @@
+"""Tests of `experiments.charts`: seed tables, orderings, the drawings of a figure."""
+
+import pathlib
+import tempfile
+
+import tensorflow as tf
+
+from experiments import charts
+from experiments import runs
+from experiments import spec
+from tests.experiments import synthetic_runs
+
+
+def _curve(rounds, accuracy):
+  return runs.Curve(tuple(rounds), tuple(accuracy), tuple(1 - a for a in accuracy),
+                    tuple(10.0 * r for r in rounds))
+
+
+class SeedTableTest(tf.test.TestCase):
+
+  def test_mean_and_range_over_seeds_at_the_rounds_reached(self):
+    curves = {'flare': [_curve((0, 100, 200), (0.1, 0.5, 0.6)),
+                        _curve((0, 100, 200), (0.1, 0.3, 0.8))],
+              'ef21_dense': [_curve((0, 100, 200), (0.1, 0.2, 0.3)),
+                             _curve((0, 100, 200), (0.1, 0.4, 0.5))]}
+    table = charts.seed_table(curves, [100, 200, 1000])
+    self.assertIn('| FLARE | 0.4000 [0.3000, 0.5000] | 0.7000 [0.6000, 0.8000] |', table)
+    self.assertIn("| EF21 (authors' dense state) | 0.3000 [0.2000, 0.4000] |", table)
+    self.assertNotIn('round 1000', table)
+    self.assertIn('mean over 2 initial models', charts.seed_table(curves, [100],
+                                                                  'initial models'))
+    self.assertIn('no round of [1000]', charts.seed_table(curves, [1000]))
+    self.assertIn('Test loss', charts.seed_table(curves, [100], metric='loss'))
+
+  def test_orderings_hold_in_every_seed_or_not(self):
+    above = [_curve((0, 10, 20, 30), (0.1, 0.5, 0.4, 0.6)),
+             _curve((0, 10, 20, 30), (0.1, 0.5, 0.6, 0.7))]
+    below = [_curve((0, 10, 20, 30), (0.1, 0.2, 0.5, 0.3)),
+             _curve((0, 10, 20, 30), (0.1, 0.2, 0.3, 0.4))]
+    result = charts.ordering(above, below)
+    # Round 20 breaks it in seed 0: A > B in every seed at 10 and 30, from round 30 on.
+    self.assertEqual(result, charts.Ordering(holds=2, reverse=0, evaluations=4, since=30))
+    self.assertEqual(charts.ordering(below, above).reverse, 2)
+    # On the loss, lower is better: the same curves read as losses reverse the order.
+    self.assertEqual(charts.ordering(above, below, 'loss').holds, 2)
+    table = charts.seed_orderings({'flare': above, 'ec': below})
+    self.assertIn('| FLARE > EC | 2 of 4 | 0 | round 30 |', table)
+
+  def test_slope_fit(self):
+    xs = [1e-1, 1e-2, 1e-3]
+    self.assertAlmostEqual(charts.fit_slope(xs, [x ** -0.5 for x in xs]), -0.5)
+    self.assertAlmostEqual(charts.fit_slope(xs, [3 * x ** -1 for x in xs]), -1.0)
+    self.assertIsNone(charts.fit_slope([1e-1], [2.0]))
+
+
+class DrawTest(tf.test.TestCase):
+
+  def test_a_figure_of_seed_curves_and_one_against_a_parameter(self):
+    base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    figure = spec.Figure(
+        'fig', 'accuracy against R', 'FLARE: test', grids=(spec.Grid(
+            'R{keep_percent}_seed{seed}', dict(algorithms='flare,ec,fedavg'), 20,
+            dict(keep_percent=(0.1, 0.001), seed=(0, 1))),),
+        draw=(spec.AgainstParameter('vs_r', 'keep_percent', (10, 20), ('flare', 'ec')),
+              spec.SeedCurves(dict(curves=spec.Group('R = 0.1 %', ('R0.1_seed0', 'R0.1_seed1'),
+                                                     (10, 20))))))
+    for run in figure.runs:
+      r, seed = run.flags['keep_percent'], run.flags['seed']
+      synthetic_runs.write_run(base / 'fig' / run.name, {
+          'flare': lambda t, r=r, seed=seed: 0.5 + r + seed / 100,
+          'ec': lambda t, r=r: 0.2 + r, 'fedavg': lambda t: 0.9}, dict(
+              keep_percent=r, seed=seed), 20, (0, 10, 20))
+    markdown = charts.draw(figure, runs.Results(base, [figure]), base / 'fig')
+    self.assertIn('| 0.001 | FLARE | 0.5060 [0.5010, 0.5110] (2) |', markdown)
+    self.assertIn('| 0.1 | EC | 0.3000 [0.3000, 0.3000] (2) |', markdown)
+    self.assertIn('| - | FedAvg | 0.9000 [0.9000, 0.9000] (4) |', markdown)
+    self.assertIn('**R = 0.1 %**', markdown)
+    for name in ('vs_r.png', 'vs_r.md', 'curves.png', 'curves.md'):
+      self.assertGreater((base / 'fig' / name).stat().st_size, 100, name)
+    self.assertIn('Orderings', (base / 'fig' / 'curves.md').read_text())
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -1,0 +1,138 @@
+"""Tests of `experiments.schedule`: a two-run figure made from scratch, sharded, resumed."""
+
+import csv
+import dataclasses
+import json
+import os
+import pathlib
+import subprocess
+import tempfile
+
+import tensorflow as tf
+
+from experiments import report
+from experiments import runs
+from experiments import schedule
+from experiments import spec
+
+_FLAGS = dict(task='digits_demo', algorithms='fedavg', eval_every=1, checkpoint_every=1,
+              clients_per_round=3)
+
+
+def _tiny_figure(rounds: int = 2, seeds=(0, 1)) -> spec.Figure:
+  return spec.Figure(
+      name='tiny', title='a tiny figure', paper='Ours: a test', reading='Two seeds.',
+      grids=(spec.Grid('seed{seed}', _FLAGS, rounds, dict(seed=seeds)),),
+      draw=(spec.SeedCurves(dict(curves=spec.Group('tiny', ('seed0', 'seed1'), (1, 2)))),),
+      image='curves.png')
+
+
+def _rounds_in_csv(run_dir: pathlib.Path) -> list[int]:
+  with open(run_dir / 'metrics.csv', newline='') as f:
+    return [int(row['round']) for row in csv.DictReader(f)]
+
+
+def _repository_state() -> str:
+  """The tracked files' changes and the untracked files, as git sees them."""
+  return subprocess.run(['git', 'status', '--porcelain', '--untracked-files=all'],
+                        cwd=schedule.ROOT, capture_output=True, text=True, check=True).stdout
+
+
+class ScheduleTest(tf.test.TestCase):
+
+  def test_a_figure_from_scratch_in_pieces_and_shards_into_a_fresh_folder(self):
+    before = _repository_state()
+    results = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir())) / 'results'
+    figure = _tiny_figure()
+    pairs = schedule.runs_shown([figure], [figure])
+    lines = []
+    shard_0 = schedule.shard_runs(pairs, (0, 2))
+    self.assertEqual([run.name for _, run in shard_0], ['seed0'])
+    self.assertEqual([run.name for _, run in schedule.shard_runs(pairs, (1, 2))], ['seed1'])
+    # A piece: shard 0's run, up to round 1 only.
+    self.assertEqual(schedule.execute(shard_0, results, '', log=lines.append, pin=False,
+                                      until_round=1), 0)
+    self.assertEqual(runs.rounds_done(results / 'tiny' / 'seed0'), 1)
+    self.assertFalse((results / 'tiny' / 'seed1').exists())  # The other shard's.
+    # The whole figure: seed0 resumes from its checkpoint, seed1 starts; both at once.
+    self.assertEqual(schedule.execute(pairs, results, '', jobs=2, log=lines.append,
+                                      pin=False), 0)
+    for name in ('seed0', 'seed1'):
+      self.assertEqual(runs.rounds_done(results / 'tiny' / name), 2)
+      self.assertEqual(_rounds_in_csv(results / 'tiny' / name), [0, 1, 2])  # Each round once.
+      config = json.loads((results / 'tiny' / name / 'config.json').read_text())['config']
+      self.assertFalse(os.path.isabs(config['output_dir']))  # No absolute path recorded.
+    self.assertIn('Resuming from the checkpoint after round 0',
+                  (results / 'tiny' / 'seed0' / schedule.LOG_FILE).read_text())
+    self.assertIn('2 / 2', schedule.format_list([figure], results))
+    # Finished: skipped, no process started.
+    lines.clear()
+    self.assertEqual(schedule.execute(pairs, results, '', log=lines.append, pin=False), 0)
+    self.assertEqual(lines, ['tiny/seed0: finished (2 rounds), skipped',
+                             'tiny/seed1: finished (2 rounds), skipped'])
+    # Another seed in a finished run's directory: refused before anything runs.
+    changed = _tiny_figure(seeds=(0, 5))
+    changed_pairs = [(changed, dataclasses.replace(changed.runs[1], name='seed1'))]
+    with self.assertRaisesRegex(schedule.ReproduceError, r'tiny/seed1 holds a run made with '
+                                r'other flags \(seed\)'):
+      schedule.execute(changed_pairs, results, '', pin=False)
+    # The page: drawn from the runs, written twice in place.
+    for _ in range(2):
+      page = report.write([figure], [], results, log=lines.append)
+    text = page.read_text()
+    self.assertEqual(text.count('<a id="tiny">'), 1)
+    self.assertIn('![a tiny figure](tiny/curves.png)', text)
+    self.assertIn('| [tiny](#tiny) | 2 of 2 | 4 / 4 |', text)
+    self.assertTrue((results / 'tiny' / 'curves.md').exists())
+    self.assertEqual(_repository_state(), before)
+
+  def test_the_data_directory_fills_the_placeholder(self):
+    run = spec.Run('r', dict(source='npz', data_path='{data}/mnist.npz'), 3)
+    args = schedule.command(run, pathlib.Path('out/r'), '/d/')
+    self.assertIn('--data_path=/d/mnist.npz', args)
+    self.assertEqual(schedule.printable(args).split()[:3], ['python', '-m',
+                                                            'experiments.run_experiment'])
+
+  def test_a_failed_run_is_reported(self):
+    results = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    figure = _tiny_figure(rounds=1)
+    bad = dataclasses.replace(figure.runs[0], flags=dict(figure.runs[0].flags,
+                                                         learning_rate=-1))
+    lines = []
+    self.assertEqual(schedule.execute([(figure, bad)], results, '', log=lines.append,
+                                      pin=False), 2)
+    self.assertIn('learning_rate must be > 0', lines[-1])
+
+  def test_a_crash_is_named_by_its_signal_not_the_fault_handler_last_line(self):
+    log = pathlib.Path(self.get_temp_dir()) / 'log.txt'
+    log.write_text('round 73 | 0.04 rounds/s\nFatal Python error: Segmentation fault\n\n'
+                   'Thread 0x1 (most recent call first):\n  File "x.py", line 1\n\n'
+                   'Extension modules: numpy.core._multiarray_umath (total: 1)\n')
+    self.assertEqual(schedule.failure(-11, log),
+                     'killed by SIGSEGV: Fatal Python error: Segmentation fault')
+    self.assertEqual(schedule.failure(-9, log.with_name('absent.txt')), 'killed by SIGKILL')
+    self.assertEqual(schedule.failure(1, log),
+                     'exit 1: Extension modules: numpy.core._multiarray_umath (total: 1)')
+
+  def test_bad_selections(self):
+    with self.assertRaisesRegex(schedule.ReproduceError, 'Unknown figures'):
+      schedule.select([_tiny_figure()], ['nope'])
+    for text in ('2/2', '1', '-1/3', 'a/b'):
+      with self.assertRaisesRegex(schedule.ReproduceError, 'shard'):
+        schedule.parse_shard(text)
+    self.assertEqual(schedule.parse_shard('1/3'), (1, 3))
+    reader = spec.Figure('reader', 'reads', 'Ours', reads=('tiny/absent',))
+    with self.assertRaisesRegex(schedule.ReproduceError, 'reads tiny/absent'):
+      schedule.runs_shown([reader], [reader, _tiny_figure()])
+
+  def test_costs_measured_and_estimated(self):
+    figure = _tiny_figure(rounds=10)
+    statuses = [schedule.RunStatus(figure, figure.runs[0], 4, 2.0),
+                schedule.RunStatus(figure, figure.runs[1], 0, None)]
+    costs = schedule.costs(statuses)
+    self.assertEqual(costs[('tiny', 'seed0')], schedule.Cost(20.0, 12.0, True))
+    self.assertEqual(costs[('tiny', 'seed1')], schedule.Cost(20.0, 20.0, False))
+
+
+if __name__ == '__main__':
+  tf.test.main()
