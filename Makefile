@@ -5,7 +5,8 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-export TF_CPP_MIN_LOG_LEVEL ?= 2
+# TensorFlow's C++ log lines are noise here (TF_CPP_MIN_LOG_LEVEL=0 brings them back).
+export TF_CPP_MIN_LOG_LEVEL ?= 3
 export PYTHONUNBUFFERED := 1
 
 .PHONY: install kernels demo test benchmark worker clean bazel-test
@@ -31,7 +32,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements.txt
 	# The repository itself goes on the venv's path (an editable install without a build step).
 	$(BIN)/python -c "import site, pathlib; pathlib.Path(site.getsitepackages()[0], 'tff_flare_repo.pth').write_text('$(CURDIR)\n')"
-	$(BIN)/python -c "import tensorflow_federated as tff, tff_flare; print('installed TFF', tff.__version__)"
+	$(BIN)/python -c "from tff_flare.execution import cleanup; cleanup.mute_tff_shutdown_noise(); import tensorflow_federated as tff; print('installed TFF', tff.__version__)"
 	touch $(STAMP)
 
 demo: install
@@ -40,7 +41,7 @@ demo: install
 # One pytest worker per CPU (pytest-xdist; worksteal balances the long tests).
 TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 test: install
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist=worksteal tests $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -rs -n $(TEST_WORKERS) --dist=worksteal tests $(PYTEST_ARGS)
 
 benchmark: install
 	$(BIN)/python -m benchmarks.round_time

@@ -1,4 +1,5 @@
-"""The project's programs. Importing this package, before TensorFlow, opts them in to
+"""The project's programs. Importing this package, before TensorFlow, silences TensorFlow's
+C++ log lines unless `TF_CPP_MIN_LOG_LEVEL` is set, and opts the programs in to
 TensorFlow's reusing CPU allocator (`TF_CPU_ALLOCATOR_USE_BFC`, unless already set): without
 it every large tensor an op outputs is fresh memory that the kernel maps page by page, which
 costs more than the arithmetic of an elementwise op on the FC's 16.6M-entry kernels (measured
@@ -13,6 +14,9 @@ import signal
 import sys
 
 os.environ.setdefault('TF_CPU_ALLOCATOR_USE_BFC', 'true')
+# TensorFlow's C++ log lines (CUDA plugin registration, oneDNN and CPU-feature notes, grappler)
+# are not the program's output: off unless the user asks (TF_CPP_MIN_LOG_LEVEL=0).
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
 
 def _interrupted_while_starting(signum, frame):

@@ -29,7 +29,7 @@ from tff_flare.tasks import data_sources
 BAD_INPUT, WORKER_UNAVAILABLE, NON_FINITE, INTERRUPTED = 2, 3, 4, 130
 # The data directory the binaries read by default (`python -m experiments.get_data` fills it),
 # relative to where they run: the repository's root.
-DEFAULT_DATA_DIR = 'data'
+DEFAULT_DATA_DIR = data_sources.DEFAULT_DATA_DIR
 
 
 class BadInput(Exception):
@@ -72,7 +72,22 @@ def report(error: BaseException) -> int:
   return status
 
 
+HELP_FLAGS = ('--help', '-help', '-h', '-?', '--helpshort', '-helpshort')
+
+
+def usage() -> str:
+  """The binary's docstring and its own flags, each with its help and default (absl's
+  `--helpfull` lists every module's)."""
+  doc = (sys.modules['__main__'].__doc__ or '').strip()
+  listed = [line for line in flags.FLAGS.main_module_help().splitlines()
+            if line.strip() and not line.endswith('.py:')]  # Not the module's path.
+  return f'{doc}\n\nFlags (--helpfull: every module\'s):\n\n' + '\n'.join(listed) + '\n'
+
+
 def _parse_flags(argv: list[str]) -> list[str]:
+  if any(arg in HELP_FLAGS for arg in argv[1:]):
+    sys.stdout.write(usage())
+    sys.exit(0)
   try:
     return flags.FLAGS(argv)
   except flags.Error as e:

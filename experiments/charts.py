@@ -299,16 +299,16 @@ def masking_rows(cell_dir: pathlib.Path) -> list[dict]:
   table = []
   for name in summary['config']['algorithms']:
     column = lambda c: [v for _, v in runs_lib.rows_of(cell_dir, name, c)]
-    survival = column('train/survival/survival')
-    normalized = column('train/survival/survival_normalized')
+    survival = column('train/aggregator/survival/survival')
+    normalized = column('train/aggregator/survival/survival_normalized')
     half = len(survival) // 2
-    empirical = column('train/survival/survival_empirical')
+    empirical = column('train/aggregator/survival/survival_empirical')
     accuracy = runs_lib.rows_of(cell_dir, name, 'eval/accuracy')
     table.append(dict(
         cell=cell_dir.name, process=name, rounds=summary['rounds'],
         mean_s=statistics.mean(survival), std_s=statistics.pstdev(survival),
         min_s=min(survival), max_s=max(survival),
-        s_max=statistics.mean(column('train/survival/s_max')),
+        s_max=statistics.mean(column('train/aggregator/survival/s_max')),
         mean_s_normalized=statistics.mean(normalized),
         second_half_s=statistics.mean(survival[half:]),
         second_half_s_normalized=statistics.mean(normalized[half:]),
@@ -357,7 +357,7 @@ def _plot_survival_curves(cells: Sequence[pathlib.Path], path: pathlib.Path) -> 
   for cell in cells:
     algorithms = runs_lib.summary(cell)['config']['algorithms']
     for name in algorithms:
-      points = runs_lib.rows_of(cell, name, 'train/survival/survival_normalized')
+      points = runs_lib.rows_of(cell, name, 'train/aggregator/survival/survival_normalized')
       text = cell.name if len(algorithms) == 1 else f'{cell.name} {name}'
       ax.plot([p[0] for p in points], [p[1] for p in points], styles.get(name, '-'),
               linewidth=1, label=text)
@@ -455,7 +455,7 @@ def scaling_points(drawing: spec.SparsityScaling, figure, results) -> list[Scali
       if curve is None:
         continue
       density = [v for _, v in runs_lib.rows_of(path, algorithm,
-                                                 'train/communication/density')]
+                                                 'train/aggregator/communication/density')]
       rounds_to = {t: first_round_at_or_below(curve, baseline.at(t, 'loss'))
                    for t in drawing.target_rounds if baseline.at(t, 'loss') is not None}
       final = curve.at(drawing.final_round, 'loss')

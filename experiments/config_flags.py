@@ -15,6 +15,7 @@ int or 'all') a string flag read back as an int where it is one.
 
 from collections.abc import Sequence
 import dataclasses
+import sys
 import typing
 from typing import Any, Optional
 
@@ -56,6 +57,9 @@ def define(names: Optional[Sequence[str]] = None, *, defaults: Optional[dict] = 
   """
   fields = {f.name: f for f in dataclasses.fields(config_lib.ExperimentConfig)}
   names = [n for n in fields if n not in NOT_FLAGS] if names is None else list(names)
+  # The flags belong to the binary that defines them: its --help lists them.
+  caller = sys._getframe(1).f_globals.get('__name__')  # pylint: disable=protected-access
+  module_name = sys.argv[0] if caller == '__main__' else caller
   holders = {}
   for name in names:
     field = fields[name]
@@ -63,10 +67,12 @@ def define(names: Optional[Sequence[str]] = None, *, defaults: Optional[dict] = 
     kind = _kind(field, default)
     help_text = hyperparameters.help_of(field) or name
     if kind == 'list':
-      holders[name] = flags.DEFINE_list(name, list(default), help_text, flag_values=flag_values)
+      holders[name] = flags.DEFINE_list(name, list(default), help_text, flag_values=flag_values,
+                                        module_name=module_name)
     else:
       holders[name] = getattr(flags, f'DEFINE_{kind}')(name, default, help_text,
-                                                       flag_values=flag_values)
+                                                       flag_values=flag_values,
+                                                       module_name=module_name)
   return holders
 
 

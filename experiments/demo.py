@@ -13,7 +13,6 @@ the same validation, loop, non-finite policy and exit statuses (`experiments/bin
 Its outputs go to a temporary directory, removed at the end, unless `--output_dir` is given.
 """
 
-import csv
 import pathlib
 import tempfile
 import time
@@ -23,6 +22,7 @@ import numpy as np
 
 from experiments import binary
 from experiments import config_flags
+from experiments import runs
 from tff_flare.execution import cleanup
 from tff_flare.experiment import config as config_lib
 from tff_flare.experiment import runner
@@ -46,18 +46,15 @@ def demo_config(output_dir: str) -> config_lib.ExperimentConfig:
       checkpoint_every=max(1, values['rounds']), **values)
 
 
-def summarize(metrics_csv: pathlib.Path, summary: dict) -> str:
+def summarize(run_dir: pathlib.Path, summary: dict) -> str:
   """A table: final test accuracy/loss, mean entries sent per client per round, density."""
-  with open(metrics_csv, newline='') as f:
-    rows = list(csv.DictReader(f))
   lines = [f'{"algorithm":<8} {"test acc":>8} {"test loss":>9} {"sent/client/round":>17} '
            f'{"density":>10}']
   for name, label in NAMES.items():
     final = summary['final_eval'][name]
-    sent = [float(r[f'{name}/train/communication/entries_sent_per_client']) for r in rows
-            if r.get(f'{name}/train/communication/entries_sent_per_client')]
-    density = [float(r[f'{name}/train/communication/density']) for r in rows
-               if r.get(f'{name}/train/communication/density')]
+    column = lambda c, name=name: [v for _, v in runs.rows_of(
+        run_dir, name, f'train/aggregator/communication/{c}')]
+    sent, density = column('entries_sent_per_client'), column('density')
     lines.append(f'{label:<8} {final["accuracy"]:>8.4f} {final["loss"]:>9.4f} '
                  f'{np.mean(sent):>17.1f} {np.mean(density):>10.3e}')
   return '\n'.join(lines)
@@ -76,7 +73,7 @@ def main(argv):
     print(f'\n{config["rounds"]} rounds, {config["num_clients"]} clients, '
           f'R={config["keep_percent"]}% ({time.perf_counter() - start:.0f} s, '
           f'{config["execution"]})')
-    print(summarize(pathlib.Path(output_dir) / 'metrics.csv', summary))
+    print(summarize(pathlib.Path(output_dir), summary))
   return 0
 
 

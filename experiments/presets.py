@@ -85,6 +85,16 @@ MASKING_STUDY = types.MappingProxyType(dict(
 ))
 
 
+def describe(name: str) -> str:
+  """One line on a preset: its task, R, E, clients a round, rounds, TAU, c, algorithms."""
+  row = PRESETS[name]
+  per_round = row.get('clients_per_round')
+  return (f'{name}: {row["task"]}, R = {row["keep_percent"]} %, E = {row["local_epochs"]}, '
+          f'{f"{per_round} clients a round, " if per_round else ""}{row["rounds"]} rounds, '
+          f'TAU {row["tau"]}, c {row["tau_decay"]}'
+          + (f', partition {row["partition"]}' if 'partition' in row else ''))
+
+
 def config_from_preset(name: str, output_dir: str, **overrides) -> config_lib.ExperimentConfig:
   """The preset's configuration with `overrides` (explicit flags) applied.
 

@@ -1,7 +1,7 @@
 r"""Runs FLARE and its baselines side by side on one task; resumable.
 
   python -m experiments.run_experiment --preset=cnn_unavailable_3 --rounds=300 \
-      --source=npz --data_path=../shared/datasets/mnist.npz --output_dir=runs/cnn3
+      --source=npz --data_path=data/mnist.npz --output_dir=runs/cnn3
 
 `--preset` loads one of the authors' configurations (experiments/presets.py); every flag
 given explicitly overrides it. Without a preset the flags' defaults apply. Output in
@@ -10,9 +10,10 @@ configuration, and what changed on resumes), checkpoints/ (start the same comman
 resume; a different configuration is refused, naming the fields). Plot with
 experiments/plot.py.
 
-Where rounds run (`--execution`): TFF's local runtime (default), `inprocess` (this Python
-process, no TFF runtime; the GPU when TensorFlow sees one), or `remote` TFF workers (start
-`python -m experiments.worker --port=8000` on each machine first):
+Where rounds run (`--execution`): `inprocess` (default: this Python process, the same
+computations without TFF's runtime, the fastest on one machine; the GPU when TensorFlow sees
+one), `local` (TFF's local runtime, a `worker_binary` subprocess), or `remote` TFF workers
+(start `python -m experiments.worker --port=8000` on each machine first):
 
   python -m experiments.run_experiment ... --execution=remote --workers=h1:8000,h2:8000
 
@@ -32,8 +33,10 @@ from tff_flare.execution import cleanup
 from tff_flare.experiment import config as config_lib
 from tff_flare.experiment import runner
 
-_PRESET = flags.DEFINE_string('preset', None,
-                              "One of the authors' configurations; explicit flags override it.")
+_PRESET = flags.DEFINE_string(
+    'preset', None, "One of the authors' configurations (explicit flags override it; each runs "
+    f'{", ".join(presets.ALL_ALGORITHMS)} unless --algorithms says otherwise):\n' +
+    '\n'.join(presets.describe(name) for name in sorted(presets.PRESETS)))
 _OUTPUT_DIR = flags.DEFINE_string('output_dir', None, 'Where results and checkpoints go.')
 flags.mark_flag_as_required('output_dir')
 
@@ -54,10 +57,16 @@ def run(config_fn, summary_lines: bool = True) -> int:
   """Builds the configuration with `config_fn` and runs it; errors go to `binary.report`."""
   cleanup.install_process_cleanup(
       'Interrupted; start the same command again to resume from the last checkpoint.')
-  summary = runner.run_experiment(config_fn(), log=lambda line: print(line, flush=True))
+  config = config_fn()
+  if _PRESET.value:
+    print(f'Preset {_PRESET.value}: {", ".join(config.algorithms)} on {config.task} '
+          '(--algorithms chooses others).', flush=True)
+  summary = runner.run_experiment(config, log=lambda line: print(line, flush=True))
   if summary_lines:
     for name, result in summary['final_eval'].items():
-      print(f'{name:<18} test accuracy {result["accuracy"]:.4f} loss {result["loss"]:.4f}')
+      if result:
+        print(f'{name:<18} test accuracy {result.get("accuracy", float("nan")):.4f} '
+              f'loss {result["loss"]:.4f}')
   return 0
 
 

@@ -9,7 +9,7 @@ masking study's defaults (`docs/masking.md`): the small CNN on CIFAR-10
 (`cifar10_masking_cnn`), 100 clients, 10 sampled per round, and the three processes
 `mask_none` (FedAvg), `mask_independent` and `mask_synchronized` trained side by side from
 one model on the same clients. Every round's CSV row holds, per process, the survival
-measurement (`<process>/train/survival/...`: R_ind, R_sync, S, S_max, S/S_max, delta norms,
+measurement (`<process>/train/aggregator/survival/...`: R_ind, R_sync, S, S_max, S/S_max, delta norms,
 and with --num_mask_draws the empirical variances). Local training: minibatch SGD with
 --batch_size (default 32) for --local_epochs epochs, or full batch with --batch_size=0
 (--local_epochs full-batch gradient steps). Partitions: --partition=iid | dirichlet
@@ -22,6 +22,10 @@ from absl import flags
 from experiments import binary
 from experiments import presets
 from experiments import run_experiment
+
+
+# The experiment binary's flags are this one's: its --help lists them.
+flags.adopt_module_key_flags(run_experiment)
 
 
 def set_study_defaults() -> None:

@@ -200,12 +200,31 @@ def seconds_per_round(run_dir: pathlib.Path) -> Optional[float]:
   return statistics.median(totals) if totals else None
 
 
+# Runs made before the metrics were namespaced per component (`client_work`, `aggregator`)
+# have the same columns without that part.
+_COMPONENTS = ('train/client_work/', 'train/aggregator/')
+
+
+def _older_name(column: str) -> Optional[str]:
+  for component in _COMPONENTS:
+    if column.startswith(component):
+      return 'train/' + column[len(component):]
+  return None
+
+
 def rows_of(run_dir: pathlib.Path, algorithm: str, column: str) -> list[tuple[int, float]]:
   """`(round, value)` of one algorithm's column wherever it has a value (e.g.
-  `train/survival/survival`)."""
-  key = f'{algorithm}/{column}'
-  return [(int(row['round']), row[key]) for row in rows(run_dir)
-          if row.get(key) is not None]
+  `train/aggregator/communication/density`; in an older run, its column of the same name
+  without the component)."""
+  key, older = f'{algorithm}/{column}', _older_name(column)
+  result = []
+  for row in rows(run_dir):
+    value = row.get(key)
+    if value is None and older is not None:
+      value = row.get(f'{algorithm}/{older}')
+    if value is not None:
+      result.append((int(row['round']), value))
+  return result
 
 
 # ---------------------------------------------------------------------------------------------

@@ -55,21 +55,21 @@ class SignatureTest(tf.test.TestCase):
     for _ in range(3):
       output = _round(self.process, state, datasets, states)
       state, states = output.state, output.client_states
-      taus.append(output.metrics['tau'])
+      taus.append(output.metrics['client_work']['tau'])
     self.assertAllClose(taus, [0.5 / 1.5, 0.5 / 1.5**2, 0.5 / 1.5**3])  # TAU / c^(r+1).
     self.assertEqual(state.client_work['round_num'], 3)
 
   def test_communication_metrics(self):
     datasets = [tiny_models.classification_dataset(s) for s in range(3)]
     output = _round(self.process, self.process.initialize(), datasets)
-    communication = output.metrics['communication']
+    communication = output.metrics['aggregator']['communication']
     # Kernel 4x3 at R=20: k = 2.4 -> 3 kept; bias of 3: k = 0.6 -> 2 kept: 5 of 15 a client.
     self.assertEqual(communication['entries_sent_total'], 15)
     self.assertEqual(communication['entries_sent_per_client'], 5.0)
     self.assertEqual(communication['bytes_sent_total'], 15 * 8)
     self.assertAllClose(communication['density'], 5.0 / 15.0)
     self.assertEqual(self.process.num_trainable_parameters, 15)
-    self.assertIn('loss', output.metrics['train'])
+    self.assertIn('loss', output.metrics['client_work']['train'])
     self.assertEqual(output.metrics['finalizer']['update_non_finite'], 0)
 
 
@@ -92,7 +92,7 @@ class NonFinitePolicyTest(tf.test.TestCase, parameterized.TestCase):
     self.assertFalse(all(np.array_equal(w, w0) for w, w0 in zip(weights, initial)), name)
     if process.runs_only_on_tff:
       return  # TFF's own algorithms follow TFF's rules (weights checked above).
-    communication = output.metrics['communication']
+    communication = output.metrics['aggregator']['communication']
     self.assertEqual(communication['nonfinite_clients_total'], 1)
     self.assertEqual(communication['num_clients_total'], 2)
     for kept, old in zip(tf.nest.flatten(output.client_states[1]), tf.nest.flatten(old_state)):
@@ -102,8 +102,9 @@ class NonFinitePolicyTest(tf.test.TestCase, parameterized.TestCase):
     alone = _round(process, state, [good])
     for w, wa in zip(weights, tiny_models.trainable_arrays(process, alone.state)):
       self.assertAllClose(w, wa, rtol=1e-6, atol=1e-7)
-    self.assertTrue(np.isfinite(output.metrics['train']['loss']), name)
-    self.assertAllClose(output.metrics['train'], alone.metrics['train'], rtol=1e-6, msg=name)
+    self.assertTrue(np.isfinite(output.metrics['client_work']['train']['loss']), name)
+    self.assertAllClose(output.metrics['client_work']['train'],
+                        alone.metrics['client_work']['train'], rtol=1e-6, msg=name)
 
   def test_nonfinite_update_is_not_applied(self):
     process = tiny_models.tiny_process('fedavg')
@@ -154,8 +155,8 @@ class ModelAggregatorTest(tf.test.TestCase, parameterized.TestCase):
     theirs, their_states, their_outputs = tiny_models.train(process, datasets, 2)
     self.assertAllClose(ours, theirs, rtol=1e-6, atol=1e-7)
     self.assertAllClose(our_states, their_states, rtol=1e-6, atol=1e-7)
-    self.assertEqual(our_outputs[-1].metrics['communication'],
-                     their_outputs[-1].metrics['communication'])
+    self.assertEqual(our_outputs[-1].metrics['aggregator']['communication'],
+                     their_outputs[-1].metrics['aggregator']['communication'])
     self.assertIn('aggregator', their_outputs[-1].metrics)
 
   def test_stateful_factory_clips_and_reports(self):
@@ -190,7 +191,7 @@ class ModelAggregatorTest(tf.test.TestCase, parameterized.TestCase):
     state = process.initialize()
     output = tiny_models.next_round(process, state,
                                     [tiny_models.classification_dataset(s) for s in range(3)])
-    self.assertTrue(np.isfinite(output.metrics['train']['loss']), name)
+    self.assertTrue(np.isfinite(output.metrics['client_work']['train']['loss']), name)
     self.assertIn('aggregator', output.metrics)
     self.assertNotAllClose(
         np.concatenate([a.ravel() for a in tiny_models.trainable_arrays(process, state)]),

@@ -40,7 +40,7 @@ class EcKeepingEverythingTest(tf.test.TestCase):
     for e, o, t in zip(ec_weights, ours, theirs):
       self.assertAllClose(e, o, rtol=1e-6, atol=1e-7)
       self.assertAllClose(o, t, rtol=1e-6, atol=1e-7)
-    communication = ec_outputs[-1].metrics['communication']
+    communication = ec_outputs[-1].metrics['aggregator']['communication']
     self.assertAllClose(communication['density'], 1.0)
     self.assertEqual(communication['entries_sent_total'], 3 * 15)
     # Dense float32 (4 bytes an entry) is cheaper than 15 (value, index) pairs.
@@ -115,7 +115,7 @@ class HandComputationTest(tf.test.TestCase, parameterized.TestCase):
     for i in range(3):
       self.assertAllClose(states[i], expected_states[i], rtol=1e-5, atol=1e-6)
     for round_metrics, note in zip(metrics, notes):
-      self.assertEqual(round_metrics['communication']['entries_sent_total'],
+      self.assertEqual(round_metrics['aggregator']['communication']['entries_sent_total'],
                        sum(note['sent'].values()))
 
   def test_the_proximal_term_matters_in_the_hand_computation(self):

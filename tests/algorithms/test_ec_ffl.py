@@ -64,9 +64,10 @@ class HandComputationTest(tf.test.TestCase):
     for i in range(3):
       self.assertAllClose(states[i], expected_states[i], rtol=1e-5, atol=1e-6)
     for round_num, (round_metrics, note) in enumerate(zip(metrics, notes)):
-      self.assertAllClose(round_metrics['keep_percent'], note['keep_percent'], rtol=1e-6)
-      self.assertEqual(round_metrics['local_epochs'], note['local_epochs'])
-      self.assertEqual(round_metrics['communication']['entries_sent_total'],
+      self.assertAllClose(round_metrics['client_work']['keep_percent'], note['keep_percent'],
+                          rtol=1e-6)
+      self.assertEqual(round_metrics['client_work']['local_epochs'], note['local_epochs'])
+      self.assertEqual(round_metrics['aggregator']['communication']['entries_sent_total'],
                        sum(note['sent'].values()), msg=round_num)
     self.assertEqual([n['local_epochs'] for n in notes], [2, 4, 1, 2])
     # Round 2 (R' = 92.8 %): capped, each client sends all but the smallest entry of each

@@ -52,7 +52,7 @@ class Ef21Test(tf.test.TestCase):
     shortcut, _ = _run(self.shortcut, 4, 4)
     for p, s in zip(proper.model_weights().trainable, shortcut.model_weights().trainable):
       self.assertAllClose(p, s, rtol=1e-5, atol=1e-6)
-    communication = proper_history[-1]['ef21']['train']['communication']
+    communication = proper_history[-1]['ef21']['train']['aggregator']['communication']
     # As defined, the wire carries the sparse corrections only.
     self.assertEqual(communication['entries_sent_total'],
                      communication['correction_entries_total'])
@@ -70,7 +70,7 @@ class Ef21Test(tf.test.TestCase):
     for g, m in zip(proper.state.aggregator, mean_state):
       self.assertAllClose(g, m, rtol=1e-5, atol=1e-7)
     # The shortcut sends dense states: more entries than the corrections.
-    communication = history[-1]['ef21']['train']['communication']
+    communication = history[-1]['ef21']['train']['aggregator']['communication']
     self.assertGreater(communication['entries_sent_total'],
                        communication['correction_entries_total'])
 
@@ -108,7 +108,7 @@ class HandComputationTest(tf.test.TestCase, parameterized.TestCase):
       for ours, theirs in zip(states[i][ef21.EF21_STATE], expected_states[i]):
         self.assertAllClose(ours, theirs, rtol=1e-5, atol=1e-6)
     for output, note in zip(outputs, notes):
-      self.assertEqual(output.metrics['communication']['entries_sent_total'],
+      self.assertEqual(output.metrics['aggregator']['communication']['entries_sent_total'],
                        sum(note['sent'].values()))
 
   def test_the_two_forms_differ_when_clients_sit_out(self):

@@ -21,7 +21,7 @@ class FedAvgTest(tf.test.TestCase):
     expected = np.mean([-0.1 * 0.5 * x.T @ (-y) for x, y in arrays], axis=0)
     self.assertAllClose(tiny_models.trainable_arrays(process, output.state)[0], expected,
                         rtol=1e-6)
-    self.assertEqual(output.metrics['communication']['entries_sent_total'], 6)
+    self.assertEqual(output.metrics['aggregator']['communication']['entries_sent_total'], 6)
 
 
 if __name__ == '__main__':

@@ -54,12 +54,12 @@ class FlareHandComputationTest(tf.test.TestCase, parameterized.TestCase):
 
       output = tiny_models.next_round(process, state, datasets, client_states)
       state, client_states = output.state, output.client_states
-      self.assertAllClose(output.metrics['tau'], tau_r)
+      self.assertAllClose(output.metrics['client_work']['tau'], tau_r)
       self.assertAllClose(tiny_models.trainable_arrays(process, state)[0], server,
                           rtol=1e-5, atol=1e-6)
       for got, want in zip(client_states, accumulators):
         self.assertAllClose(got[error_feedback.ACCUMULATOR][0], want, rtol=1e-5, atol=1e-6)
-      self.assertEqual(output.metrics['communication']['entries_sent_total'], 2)
+      self.assertEqual(output.metrics['aggregator']['communication']['entries_sent_total'], 2)
     # The pull made a difference: round 2's mask is not empty.
     self.assertGreater(np.sum(reference_numpy.percentile_mask(accumulators[0], 50.0)), 0)
 

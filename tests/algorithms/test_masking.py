@@ -165,7 +165,8 @@ def test_closed_form_matches_numpy_and_empirical_variance_agrees(weighting):
   process = masking.build_masked_fedavg(
       _MODEL_FN, keep_probability=q, mask_mode=masking.MaskMode.INDEPENDENT,
       client_optimizer=_OPTIMIZER, weighting=weighting, num_mask_draws=200, seed=3)
-  survival = tiny_models.next_round(process, process.initialize(), data).metrics['survival']
+  output = tiny_models.next_round(process, process.initialize(), data)
+  survival = output.metrics['aggregator']['survival']
 
   deltas = _client_deltas(data)
   weights = ([8.0, 16.0, 24.0, 32.0] if weighting == masking.Weighting.NUM_EXAMPLES else

@@ -64,7 +64,7 @@ class HandComputationTest(tf.test.TestCase):
         messages.append(message)
         sent += sum(int(np.count_nonzero(m)) for m in message)
       server = [s + sum(m[j] for m in messages) / len(messages) for j, s in enumerate(server)]
-      self.assertEqual(output.metrics['communication']['entries_sent_total'], sent)
+      self.assertEqual(output.metrics['aggregator']['communication']['entries_sent_total'], sent)
     for ours, theirs in zip(weights, server):
       self.assertAllClose(ours, theirs, rtol=1e-5, atol=1e-6)
     for i in range(3):

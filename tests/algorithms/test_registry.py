@@ -76,7 +76,7 @@ class EveryAlgorithmOnEveryModelTest(tf.test.TestCase, parameterized.TestCase):
         clients = [runner.initial_client_state()] * 2
         output = runner.next(state, [data, data], clients,
                              process.client_inputs(tiny_models.client_ids(2)))
-        communication = output.metrics['communication']
+        communication = output.metrics['aggregator']['communication']
         where = f'{family} {name} {type(runner).__name__}'
         self.assertEqual(communication['num_clients_total'], 2, msg=where)
         self.assertGreater(communication['bytes_sent_total'], 0, msg=where)

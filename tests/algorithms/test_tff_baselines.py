@@ -34,12 +34,13 @@ class TffBaselinesTest(tf.test.TestCase):
     self.assertTrue(process.runs_only_on_tff)
     datasets = [tiny_models.classification_dataset(s) for s in range(3)]
     metrics = tiny_models.train(process, datasets, 1)[2][0].metrics
-    self.assertEqual(metrics['communication']['num_clients_total'], 3)
-    self.assertEqual(metrics['communication']['bytes_sent_total'], 3 * 15 * 4)  # Dense.
+    self.assertEqual(metrics['aggregator']['communication']['num_clients_total'], 3)
+    communication = metrics['aggregator']['communication']
+    self.assertEqual(communication['bytes_sent_total'], 3 * 15 * 4)  # Dense.
     # Nonzeros are not measured here (TFF does not expose the deltas): not reported as 1.0.
-    self.assertNotIn('density', metrics['communication'])
-    self.assertNotIn('entries_sent_total', metrics['communication'])
-    self.assertIn('loss', metrics['train'])
+    self.assertNotIn('density', metrics['aggregator']['communication'])
+    self.assertNotIn('entries_sent_total', metrics['aggregator']['communication'])
+    self.assertIn('loss', metrics['client_work']['train'])
 
 
 if __name__ == '__main__':

@@ -104,7 +104,7 @@ class SameRoundsAsTffTest(tf.test.TestCase):
         self.assertLessEqual(_largest_difference(
             (ours.state, ours.client_states), (theirs.state, theirs.client_states)), 1e-5,
                              msg=name)
-        self.assertEqual(int(ours.metrics['train']['num_batches']), 3)
+        self.assertEqual(int(ours.metrics['client_work']['train']['num_batches']), 3)
         runs[name][2:] = [theirs.state, ours.state, theirs.client_states, ours.client_states]
     for process, local, *_ in runs.values():
       local.close()
@@ -156,7 +156,7 @@ class ModesTest(tf.test.TestCase):
       bound = execution.bind(theirs)
       output = bound.next(bound.initialize(), [tiny_models.classification_dataset(0)],
                           [bound.initial_client_state()], theirs.client_inputs(['client_0']))
-      self.assertIn('loss', output.metrics['train'])
+      self.assertIn('loss', output.metrics['client_work']['train'])
 
   def test_bad_options(self):
     for args, kwargs, message in (

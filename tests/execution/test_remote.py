@@ -192,8 +192,8 @@ class BadInputTest(tf.test.TestCase):
   def test_experiment_rejects_inconsistent_execution(self):
     for overrides, message in (
         (dict(execution='cluster'), 'Unknown execution'),
-        (dict(workers=('h:1',)), 'execution is local'),
-        (dict(workers=('h:1',), execution='inprocess'), 'execution is inprocess'),
+        (dict(workers=('h:1',)), 'execution is inprocess'),
+        (dict(workers=('h:1',), execution='local'), 'execution is local'),
         (dict(execution='remote'), 'at least one worker'),
         (dict(execution='remote', workers=('h:1',), worker_timeout_s=0), 'worker timeout')):
       with self.assertRaisesRegex(config_lib.ConfigError, message):

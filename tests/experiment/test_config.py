@@ -45,14 +45,15 @@ class ValidateTest(tf.test.TestCase, parameterized.TestCase):
       ('norm_without_clipping', dict(aggregator_norm=1.0), 'applies to model_aggregator=clip'),
       ('factory_for_ef21', dict(algorithms=('ec', 'ef21'), model_aggregator='tff_mean'),
        'ef21 aggregate.s. their own way'),
-      ('workers_without_remote', dict(workers=('h:1',)), 'execution is local'),
+      ('workers_without_remote', dict(workers=('h:1',)), 'execution is inprocess'),
       ('threads', dict(execution='inprocess', client_threads=0), 'client threads'),
       # Zero used to mean "the task's default" silently (issue 19).
       ('zero_clients', dict(num_clients=0), r'num_clients must be an int >= 1'),
       ('zero_per_round', dict(clients_per_round=0), r'clients_per_round must be an int >= 1'),
       ('zero_total', dict(total_clients=0), r'total_clients must be an int >= 1'),
-      ('negative_seed', dict(seed=-1), r'seed must be an int >= 0, got -1'),
-      ('negative_model_seed', dict(model_seed=-3), r'model_seed must be an int >= 0'),
+      ('negative_seed', dict(seed=-1), r'seed must be an int in \[0, 2\^31\), got -1'),
+      ('huge_seed', dict(seed=2**63), r'seed must be an int in \[0, 2\^31\)'),
+      ('negative_model_seed', dict(model_seed=-3), r'model_seed must be an int in \[0, 2\^31\)'),
       ('no_algorithms', dict(algorithms=()), 'algorithms is empty: name at least one of flare'),
       ('double_softmax_elsewhere', dict(double_softmax=False),
        'digits_demo does not take double_softmax'),
@@ -99,9 +100,9 @@ class CompareForResumeTest(tf.test.TestCase):
     recorded = config_lib.as_dict(_config('out', rounds=10))
     changed = config_lib.compare_for_resume(
         recorded, _config('out', rounds=30, eval_every=5, checkpoint_every=2,
-                          execution='inprocess', client_threads=2))
+                          execution='local', client_threads=2))
     self.assertEqual(changed, dict(rounds=[10, 30], eval_every=[10, 5],
-                                   checkpoint_every=[10, 2], execution=['local', 'inprocess'],
+                                   checkpoint_every=[10, 2], execution=['inprocess', 'local'],
                                    client_threads=[None, 2]))
     self.assertEqual(config_lib.compare_for_resume(recorded, _config('out', rounds=10)), {})
 

@@ -80,7 +80,7 @@ def _need_shared(test: tf.test.TestCase) -> None:
   if not GOLDEN.exists() or not MNIST.exists():
     if os.environ.get('TFF_FLARE_REQUIRE_SHARED') == '1':
       test.fail(f'The golden check needs {GOLDEN} and {MNIST}.')
-    test.skipTest(f'{SHARED} is not here.')
+    test.skipTest(f'{GOLDEN.name} or {MNIST.name} is not under {SHARED}')
 
 
 class GoldenRetraceTest(tf.test.TestCase):

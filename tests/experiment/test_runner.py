@@ -271,15 +271,15 @@ class MaskingExperimentTest(tf.test.TestCase):
       header = f.readline().strip().split(',')
       row = dict(zip(header, f.readlines()[1].strip().split(',')))
     for name in ('mask_none', 'mask_independent', 'mask_synchronized'):
-      self.assertEqual(float(row[f'{name}/train/survival/s_max']), 4.0)  # Uniform, K = 4.
+      self.assertEqual(float(row[f'{name}/train/aggregator/survival/s_max']), 4.0)  # Uniform, K = 4.
       # The variances measured on 8 fresh mask draws agree with the closed form within
       # their sampling error (the CSV carries both, through the whole run).
       for mode in ('ind', 'sync'):
-        closed = float(row[f'{name}/train/survival/r_{mode}'])
-        measured = float(row[f'{name}/train/survival/r_{mode}_empirical'])
-        stderr = float(row[f'{name}/train/survival/r_{mode}_empirical_stderr'])
+        closed = float(row[f'{name}/train/aggregator/survival/r_{mode}'])
+        measured = float(row[f'{name}/train/aggregator/survival/r_{mode}_empirical'])
+        stderr = float(row[f'{name}/train/aggregator/survival/r_{mode}_empirical_stderr'])
         self.assertLess(abs(measured - closed), 6 * stderr + 1e-12, msg=f'{name} {mode}')
-    self.assertNotIn('fedavg/train/survival/survival', row)
+    self.assertNotIn('fedavg/train/aggregator/survival/survival', row)
     self.assertEqual(summary['where'], {name: 'in-process' for name in final})
     self.assertTrue(np.isfinite(final['fedavg']['loss']))
 

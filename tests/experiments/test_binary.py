@@ -17,11 +17,17 @@ from tff_flare.experiment import config as config_lib
 from tff_flare.simulation import hooks
 
 BINARIES = ('run_experiment', 'run_masking', 'run_masking_grid', 'demo', 'plot', 'reproduce',
-            'worker')
+            'worker', 'get_data')
+# A flag of each that its --help must list (its own, or the configuration's it takes).
+OWN_FLAG = dict(run_experiment='--tau_decay', run_masking='--keep_probability',
+                run_masking_grid='--partitions', demo='--rounds', plot='--table_rounds',
+                reproduce='--results_dir', worker='--port', get_data='--datasets')
 
 
-def _start(module: str, *args: str) -> subprocess.Popen:
+def _start(module: str, *args: str, quiet: bool = True) -> subprocess.Popen:
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+  if not quiet:  # As a user starts it: the binary itself keeps TensorFlow quiet.
+    env.pop('TF_CPP_MIN_LOG_LEVEL')
   return subprocess.Popen([sys.executable, '-m', f'experiments.{module}', *args], env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -48,6 +54,18 @@ class BinaryTest(tf.test.TestCase):
       self.assert_one_line(stderr, status, 2, 'error: ')
       self.assertIn('no_such_flag', stderr, name)
 
+  def test_every_binary_lists_its_flags_on_help_and_exits_0_quietly(self):
+    processes = {name: _start(name, '--help', quiet=False) for name in BINARIES}
+    for name, process in processes.items():
+      status, stdout, stderr = _finish(process)
+      self.assertEqual(status, 0, name + stderr[-2000:])
+      self.assertIn(OWN_FLAG[name] + ':', stdout, name)
+      self.assertNotIn('--test_tmpdir', stdout, name)  # No absl or TF internals.
+      self.assertNotIn('.py:', stdout, name)
+      self.assertEqual(stderr.strip(), '', name)  # No TensorFlow line, no traceback.
+    _, stdout, _ = _finish(_start('run_experiment', '--help'))
+    self.assertIn('cnn_unavailable_3: mnist_cnn, R = 0.001 %', stdout)  # A line a preset.
+
   def test_one_run_per_exit_status(self):
     out = self.get_temp_dir()
     digits = ['--task=digits_demo', '--clients_per_round=3', '--execution=inprocess']
@@ -58,7 +76,7 @@ class BinaryTest(tf.test.TestCase):
         4: _start('run_experiment', *digits, '--algorithms=fedavg', '--rounds=1',
                   '--learning_rate=1e38', f'--output_dir={out}/huge'),
     }
-    messages = {2: 'error: seed must be an int >= 0, got -1',
+    messages = {2: 'error: seed must be an int in [0, 2^31), got -1',
                 3: 'error: TFF worker localhost:1: no worker answers',
                 4: 'error: The model of fedavg after 1 rounds evaluates to test loss nan'}
     for expected, process in runs.items():

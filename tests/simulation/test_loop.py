@@ -120,7 +120,8 @@ class RunRoundsTest(tf.test.TestCase):
                       hooks=[hooks.TestLossFeedback(evaluate), rows])
     self.assertLen(evaluated, 3)
     # R' = R (L_ref / L)^(1/3): 20, 20 * 2^(1/3), 20 * 8^(1/3).
-    self.assertAllClose([r['ec_ffl']['train']['keep_percent'] for r in rows.rows[:3]],
+    self.assertAllClose([r['ec_ffl']['train']['client_work']['keep_percent']
+                         for r in rows.rows[:3]],
                         [20.0, 20.0 * 2**(1 / 3), 40.0], rtol=1e-6)
     # With the round's evaluation (every round here) the feedback reuses it: one a round.
     losses, evaluated[:] = iter([2.0, 1.0, 0.25, 0.25]), []
@@ -131,7 +132,8 @@ class RunRoundsTest(tf.test.TestCase):
                       hooks=[hooks.Evaluation(evaluate, 1), hooks.TestLossFeedback(evaluate),
                              rows])
     self.assertLen(evaluated, 4)  # Rounds 0, 1, 2 and the end: none twice.
-    self.assertAllClose([r['ec_ffl']['train']['keep_percent'] for r in rows.rows[:3]],
+    self.assertAllClose([r['ec_ffl']['train']['client_work']['keep_percent']
+                         for r in rows.rows[:3]],
                         [20.0, 20.0 * 2**(1 / 3), 40.0], rtol=1e-6)
     with self.assertRaisesRegex(ValueError, 'ec_ffl adapt to the test loss: add a '
                                 'hooks.TestLossFeedback'):

@@ -111,7 +111,10 @@ class NpzSourceTest(tf.test.TestCase):
     with self.assertRaisesRegex(data_sources.DataSourceError, 'expected'):
       data_sources.load_images('mnist', 'npz', wrong)
     with self.assertRaisesRegex(data_sources.DataSourceError, 'needs a path'):
-      data_sources.load_images('mnist', 'npz')
+      data_sources.load_images('cifar100', 'imagefolder')  # No default file in data/.
+    with self.assertRaisesRegex(data_sources.DataSourceError,
+                                f'{directory}/mnist.npz does not exist'):
+      data_sources.load_images('mnist', 'npz', data_dir=directory)  # The data directory's.
 
   def _mnist_like(self, name, **overrides):
     path = os.path.join(self.get_temp_dir(), name)

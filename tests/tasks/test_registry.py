@@ -105,7 +105,7 @@ class TaskRegistryTest(tf.test.TestCase):
     output = tiny_models.next_round(
         process, process.initialize(),
         [masking.train_data.create_tf_dataset_for_client(c) for c in ids])
-    self.assertGreater(output.metrics['communication']['entries_sent_total'], 0)
+    self.assertGreater(output.metrics['aggregator']['communication']['entries_sent_total'], 0)
 
   def test_shakespeare_from_a_play_file(self):
     long_speech = '\n'.join(text.VOCAB[:60] for _ in range(450))  # ~27,450 characters.

@@ -14,7 +14,7 @@ A TFF aggregation factory (`tff.aggregators`: a `MeanFactory`, clipping, differe
 privacy, secure summation, ...) can take the place of the weighted mean
 (`model_aggregator=`): its `AggregationProcess` then turns the clients' messages into the
 update, its state is the server state's `aggregator` part and its measurements the round's
-`metrics['aggregator']`; the rest of the server's round is `RoundFunctions.finish_round`.
+`metrics['aggregator']` (beside `communication`); the rest of the server's round is `RoundFunctions.finish_round`.
 Such a process runs on TFF's runtime only (the factory's computations are TFF's).
 
 The server state is a `tff.learning.templates.LearningAlgorithmState` whose `client_work`
@@ -42,7 +42,8 @@ AggregationFactory = Union[tff.aggregators.WeightedAggregationFactory,
 def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
             client_optimizer: tff.learning.optimizers.Optimizer,
             server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
-            model_aggregator: Optional[AggregationFactory] = None
+            model_aggregator: Optional[AggregationFactory] = None,
+            client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM
             ) -> process_lib.AlgorithmProcess:
   """Builds the TFF process of `algorithm` (see the module docstring).
 
@@ -57,21 +58,36 @@ def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
       (1 each unless the algorithm weighs; 0 for a non-finite client). An unweighted factory
       gets no weights, so a non-finite client's zero message counts in its mean. None: the
       algorithm's own aggregation.
+    client_weighting: `tff.learning.ClientWeighting.UNIFORM` (1 a client, the authors' mean)
+      or `NUM_EXAMPLES` (the examples a client trained on, as TFF's weighted FedAvg), for the
+      mean and a weighted factory; an algorithm that weighs its clients itself keeps its own.
 
   Returns:
     A `process.AlgorithmProcess` (with `round_functions` for the in-process executor unless
     `model_aggregator` is given).
 
   Raises:
-    ValueError: `model_aggregator` for an algorithm whose aggregation is its own (EF21).
+    ValueError: `model_aggregator`, or a `client_weighting` other than uniform, for an
+      algorithm whose aggregation is its own (EF21); an unknown `client_weighting`.
   """
-  if model_aggregator is not None and algorithm.aggregation != parts_lib.weighted_mean():
+  if not isinstance(client_optimizer, tff.learning.optimizers.Optimizer):
+    raise TypeError('client_optimizer must be a tff.learning.optimizers.Optimizer (e.g. '
+                    'tff.learning.optimizers.build_sgdm(learning_rate=0.1)), got '
+                    f'{type(client_optimizer).__name__}.')
+  if not isinstance(client_weighting, tff.learning.ClientWeighting):
+    raise ValueError(f'client_weighting must be a tff.learning.ClientWeighting, got '
+                     f'{client_weighting!r}.')
+  own = algorithm.aggregation != parts_lib.weighted_mean()
+  if model_aggregator is not None and own:
     raise ValueError('model_aggregator replaces the weighted mean; this algorithm aggregates '
                      'its own way (its aggregation is part of the algorithm).')
+  if client_weighting != tff.learning.ClientWeighting.UNIFORM and own:
+    raise ValueError('client_weighting weighs the mean; this algorithm aggregates its own way '
+                     '(its aggregation is part of the algorithm).')
   server_optimizer = server_optimizer or round_functions_lib.default_server_optimizer()
   functions = round_functions_lib.build_round_functions(
       model_fn, algorithm, client_optimizer=client_optimizer, server_optimizer=server_optimizer,
-      weigh_messages=model_aggregator is None)
+      weigh_messages=model_aggregator is None, client_weighting=client_weighting)
   stateful = functions.stateful
   facts = model_facts_lib.model_facts(model_fn)
   model_weights_type = facts.weights_type
@@ -177,7 +193,8 @@ def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
   return process_lib.AlgorithmProcess(
       initialize_fn, next_fn, initial_client_state=initial_client_state,
       get_model_weights=get_model_weights, set_model_weights=set_model_weights,
-      num_trainable_parameters=functions.num_parameters, client_inputs=algorithm.client_inputs,
+      num_trainable_parameters=functions.num_parameters, model_fn=model_fn,
+      client_inputs=algorithm.client_inputs,
       record_test_loss=record_test_loss, phases=phases,
       round_functions=functions if model_aggregator is None else None)
 
@@ -242,7 +259,7 @@ def _server_round_with_factory(functions: round_functions_lib.RoundFunctions,
   def finish_round(state, aggregator_state, update, sums, aggregator_measurements):
     new_state, measurements = functions.finish_round(state, aggregator_state, update)
     metrics = functions.round_metrics(state.client_work, sums, measurements)
-    metrics['aggregator'] = aggregator_measurements
+    metrics['aggregator'].update(aggregator_measurements)
     return new_state, metrics
 
   def server_phase_body(state, summable):

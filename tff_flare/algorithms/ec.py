@@ -64,13 +64,18 @@ def proximal_training(regularized) -> parts.LocalTraining:
 def build_ec(
     model_fn: model_facts.ModelFn,
     *,
-    keep_percent: float,
     client_optimizer: tff.learning.optimizers.Optimizer,
+    keep_percent: float = sparsification.KEEP_PERCENT.default,
     rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
     model_aggregator: Optional[composer.AggregationFactory] = None,
+    client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM,
 ) -> process.AlgorithmProcess:
   """Builds top-k error correction (EC).
+
+  Unlike `tff.learning.algorithms`' processes, `next` takes and returns the round's client
+  states (`process`): EC's clients keep an accumulator (the error of top-k) from round to round, which TFF's learning
+  processes have no place for; `tff_flare.simulate` (or `simulation.loop`) keeps them.
 
   Args:
     model_fn: no-arg callable returning a new `tff.learning.models.VariableModel`.
@@ -79,6 +84,8 @@ def build_ec(
     rule: top-k rule; `TopKRule.AUTHORS` reproduces the authors' counts.
     server_optimizer: applied to the negated mean message; default SGD with lr 1.
     model_aggregator: a `tff.aggregators` factory in place of the mean (`composer`).
+    client_weighting: how the mean weighs the clients (`composer`): uniform (the
+      authors') or by examples.
 
   Returns:
     An `AlgorithmProcess` whose client state is `OrderedDict(accumulator=[...])`.
@@ -91,20 +98,22 @@ def build_ec(
       model_fn, parts.algorithm(parts.LocalTraining(),
                                 error_feedback.topk_compressor(keep_percent, rule)),
       client_optimizer=client_optimizer, server_optimizer=server_optimizer,
-      model_aggregator=model_aggregator)
+      model_aggregator=model_aggregator,
+      client_weighting=client_weighting)
 
 
 def build_ec_fedprox(
     model_fn: model_facts.ModelFn,
     *,
-    keep_percent: float,
     client_optimizer: tff.learning.optimizers.Optimizer,
-    tau: float,
-    tau_decay: float,
+    keep_percent: float = sparsification.KEEP_PERCENT.default,
+    tau: float = schedules.TAU.default,
+    tau_decay: float = schedules.TAU_DECAY.default,
     rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS,
     is_regularized: Optional[Callable[[str], bool]] = None,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
     model_aggregator: Optional[composer.AggregationFactory] = None,
+    client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM,
 ) -> process.AlgorithmProcess:
   """Builds the authors' "FedProx": EC plus `tau_r * sum (w - s)^2` on every local step.
 
@@ -124,4 +133,5 @@ def build_ec_fedprox(
                                 error_feedback.topk_compressor(keep_percent, rule),
                                 schedules.tau_schedule(tau, tau_decay)),
       client_optimizer=client_optimizer, server_optimizer=server_optimizer,
-      model_aggregator=model_aggregator)
+      model_aggregator=model_aggregator,
+      client_weighting=client_weighting)

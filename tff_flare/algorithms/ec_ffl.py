@@ -100,11 +100,12 @@ def adapted_epochs(data_epochs: int) -> parts.LocalTraining:
 def build_ec_ffl(
     model_fn: model_facts.ModelFn,
     *,
-    keep_percent: float,
-    local_epochs: int,
     client_optimizer: tff.learning.optimizers.Optimizer,
+    keep_percent: float = sparsification.KEEP_PERCENT.default,
+    local_epochs: int = local_training.LOCAL_EPOCHS.default,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
     model_aggregator: Optional[composer.AggregationFactory] = None,
+    client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM,
 ) -> process.AlgorithmProcess:
   """Builds EC-FFL (see the module docstring); the authors' top-k rule.
 
@@ -116,6 +117,8 @@ def build_ec_ffl(
     client_optimizer: local optimizer, re-initialized every round.
     server_optimizer: applied to the negated mean message; default SGD with lr 1.
     model_aggregator: a `tff.aggregators` factory in place of the mean (`composer`).
+    client_weighting: how the mean weighs the clients (`composer`): uniform (the
+      authors') or by examples.
 
   Returns:
     An `AlgorithmProcess` whose `record_test_loss` takes each round's test loss.
@@ -133,4 +136,5 @@ def build_ec_ffl(
                                 error_feedback.topk_compressor(None, rule),
                                 adaptive_schedule(keep_percent, local_epochs)),
       client_optimizer=client_optimizer, server_optimizer=server_optimizer,
-      model_aggregator=model_aggregator)
+      model_aggregator=model_aggregator,
+      client_weighting=client_weighting)

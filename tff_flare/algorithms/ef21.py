@@ -108,14 +108,19 @@ def ef21_compressor(keep_percent: float, rule: sparsification.TopKRule, *,
 def build_ef21(
     model_fn: model_facts.ModelFn,
     *,
-    keep_percent: float,
     client_optimizer: tff.learning.optimizers.Optimizer,
+    keep_percent: float = sparsification.KEEP_PERCENT.default,
     total_clients: Optional[int] = None,
     dense_state_shortcut: bool = False,
     rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
 ) -> process.AlgorithmProcess:
   """Builds EF21.
+
+  Unlike `tff.learning.algorithms`' processes, `next` takes and returns the round's client
+  states (`process`): EF21's clients keep their state g from round to round, which TFF's
+  learning processes have no place for; `tff_flare.simulate` (or `simulation.loop`) keeps
+  them.
 
   Args:
     model_fn: no-arg callable returning a new `tff.learning.models.VariableModel`.

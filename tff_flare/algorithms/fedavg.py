@@ -22,10 +22,12 @@ def build_fedavg(
     client_optimizer: tff.learning.optimizers.Optimizer,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
     model_aggregator: Optional[composer.AggregationFactory] = None,
+    client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM,
 ) -> process.AlgorithmProcess:
   """Builds FedAvg with an unweighted mean (its clients keep no state); `model_aggregator`,
   a `tff.aggregators` factory, takes the mean's place (`composer.compose`)."""
   return composer.compose(model_fn, parts.algorithm(parts.LocalTraining(),
                                                     parts.no_compression()),
                           client_optimizer=client_optimizer, server_optimizer=server_optimizer,
-                          model_aggregator=model_aggregator)
+                          model_aggregator=model_aggregator,
+      client_weighting=client_weighting)

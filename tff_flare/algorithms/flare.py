@@ -65,19 +65,24 @@ def flare_pull(*, regularized, mask_percentile, reg_steps,
 def build_flare(
     model_fn: model_facts.ModelFn,
     *,
-    keep_percent: float,
     client_optimizer: tff.learning.optimizers.Optimizer,
-    tau: float,
-    tau_decay: float,
-    mask_percentile: float = 50.0,
-    reg_steps: Union[int, str] = 1,
+    keep_percent: float = sparsification.KEEP_PERCENT.default,
+    tau: float = schedules.TAU.default,
+    tau_decay: float = schedules.TAU_DECAY.default,
+    mask_percentile: float = regularizers.MASK_PERCENTILE.default,
+    reg_steps: Union[int, str, None] = local_training.REG_STEPS.default,
     restart_optimizer_after_reg_steps: bool = True,
     rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS,
     is_regularized: Optional[Callable[[str], bool]] = None,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
     model_aggregator: Optional[composer.AggregationFactory] = None,
+    client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM,
 ) -> process.AlgorithmProcess:
   """Builds FLARE.
+
+  Unlike `tff.learning.algorithms`' processes, `next` takes and returns the round's client
+  states (`process`): FLARE's clients keep an accumulator (the error of top-k) from round to round, which TFF's learning
+  processes have no place for; `tff_flare.simulate` (or `simulation.loop`) keeps them.
 
   Args:
     model_fn: no-arg callable returning a new `tff.learning.models.VariableModel`.
@@ -88,7 +93,8 @@ def build_flare(
     mask_percentile: t in [0, 100]; coordinates whose `|a|` exceeds this percentile of their
       tensor's `|a|` are pulled.
     reg_steps: p >= 0, the number of leading local steps that carry the pull, or
-      `local_training.ALL_STEPS` ('all') for every step (the authors' GRU variant).
+      `local_training.ALL_STEPS` ('all') for every step (the authors' GRU variant); None
+      (the knob's default: a task sets its own) is 1, the authors' MNIST setting.
     restart_optimizer_after_reg_steps: re-create the optimizer state (zero momentum) after the
       p-th step, as the authors' two-model switch does.
     rule: top-k rule; `TopKRule.AUTHORS` reproduces the authors' counts.
@@ -96,6 +102,8 @@ def build_flare(
       embedding); default: every tensor.
     server_optimizer: applied to the negated mean message; default SGD with lr 1.
     model_aggregator: a `tff.aggregators` factory in place of the mean (`composer`).
+    client_weighting: how the mean weighs the clients (`composer`): uniform (the
+      authors') or by examples.
 
   Returns:
     An `AlgorithmProcess` with client state `OrderedDict(accumulator=[...])`.
@@ -104,6 +112,7 @@ def build_flare(
     ValueError: for an out-of-range `keep_percent`, `tau`, `tau_decay`, `mask_percentile`
       or `reg_steps`.
   """
+  reg_steps = 1 if reg_steps is None else reg_steps
   regularizers.validate_percentile(mask_percentile)
   local_training.validate_penalized_steps(reg_steps)
   error_feedback.validate_compression(model_fn, keep_percent, rule)
@@ -116,4 +125,5 @@ def build_flare(
       model_fn, parts.algorithm(training, error_feedback.topk_compressor(keep_percent, rule),
                                 schedules.tau_schedule(tau, tau_decay)),
       client_optimizer=client_optimizer, server_optimizer=server_optimizer,
-      model_aggregator=model_aggregator)
+      model_aggregator=model_aggregator,
+      client_weighting=client_weighting)

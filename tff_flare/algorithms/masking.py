@@ -229,6 +229,7 @@ def build_masked_fedavg(
     weighting: Weighting = Weighting.UNIFORM,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
     model_aggregator: Optional[composer.AggregationFactory] = None,
+    client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM,
     is_masked: Optional[Callable[[str], bool]] = None,
     num_mask_draws: int = 0,
     seed: int = 0,
@@ -243,6 +244,8 @@ def build_masked_fedavg(
     weighting: `Weighting.UNIFORM` (p_k = 1/K) or `Weighting.NUM_EXAMPLES` (p_k = n_k / n).
     server_optimizer: applied to the negated weighted mean; default SGD with lr 1.
     model_aggregator: a `tff.aggregators` factory in place of the mean (`composer`).
+    client_weighting: must be uniform: update masking weighs its clients by `weighting`
+      (the p_k of the survival factor).
     is_masked: predicate on a trainable variable's name; default: mask every tensor.
     num_mask_draws: fresh mask draws per mode and round for the empirical variances (0: off).
     seed: the server's base seed; round r's seed is drawn from `(seed, r)`.
@@ -258,6 +261,9 @@ def build_masked_fedavg(
   """
   validate_keep_probability(keep_probability)
   mask_mode = MaskMode(mask_mode)
+  if client_weighting != tff.learning.ClientWeighting.UNIFORM:
+    raise ValueError('Update masking weighs its clients by its own weighting (mask_weighting: '
+                     'uniform or examples, the p_k of S); leave client_weighting uniform.')
   weighting = Weighting(weighting)
   if isinstance(num_mask_draws, bool) or not isinstance(num_mask_draws, int) or (
       num_mask_draws < 0):

@@ -39,11 +39,43 @@ class ModelFacts:
   metrics_model: tff.learning.models.VariableModel
 
 
+def check_model_fn(model_fn) -> None:
+  """Raises `TypeError` in one line unless `model_fn` is a no-argument callable (not a
+  `FunctionalModel`, a Keras model or a model object itself)."""
+  if isinstance(model_fn, tff.learning.models.FunctionalModel):
+    raise TypeError('This project\'s processes train a tff.learning.models.VariableModel: give '
+                    'a model_fn that returns one (tff.learning.models.from_keras_model(...)); a '
+                    'FunctionalModel is not supported (its local training is the Keras '
+                    "model's own).")
+  if isinstance(model_fn, (tf.keras.Model, tff.learning.models.VariableModel)) or not callable(
+      model_fn):
+    raise TypeError(f'model_fn must be a no-argument function returning a new '
+                    f'tff.learning.models.VariableModel, got {type(model_fn).__name__}.')
+
+
+def _built(model_fn):
+  model = model_fn()
+  if isinstance(model, tf.keras.Model):
+    raise TypeError('model_fn returned a Keras model: wrap it, as TFF\'s builders expect: '
+                    'tff.learning.models.from_keras_model(keras_model, loss=..., '
+                    'input_spec=..., metrics=[...]).')
+  if not isinstance(model, tff.learning.models.VariableModel):
+    raise TypeError(f'model_fn must return a tff.learning.models.VariableModel, got '
+                    f'{type(model).__name__}.')
+  return model
+
+
 @functools.lru_cache(maxsize=32)
 def model_facts(model_fn: ModelFn) -> ModelFacts:
-  """The facts of `model_fn`'s model, read from one model built in a `tf.Graph`."""
+  """The facts of `model_fn`'s model, read from one model built in a `tf.Graph`.
+
+  Raises:
+    TypeError: `model_fn` is not a function returning a `tff.learning` `VariableModel`
+      (`check_model_fn`), in one line.
+  """
+  check_model_fn(model_fn)
   with tf.Graph().as_default():
-    model = model_fn()
+    model = _built(model_fn)
     variables = model.trainable_variables
     specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in variables)
     return ModelFacts(

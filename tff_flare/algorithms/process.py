@@ -65,10 +65,11 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
     round_functions: the `RoundFunctions` the process wraps, or None for a process that runs
       only on TFF's runtime (TFF's own algorithms).
     runs_only_on_tff: True when `round_functions` is None.
+    model_fn: the model function it was built with (evaluation builds its models).
   """
 
   def __init__(self, initialize_fn, next_fn, *, initial_client_state, get_model_weights,
-               set_model_weights, num_trainable_parameters: int,
+               set_model_weights, num_trainable_parameters: int, model_fn,
                client_inputs: Optional[parts_lib.ClientInputs] = None,
                record_test_loss=None, phases: Optional[RoundPhases] = None,
                round_functions: Optional[round_functions_lib.RoundFunctions] = None):
@@ -77,6 +78,7 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
     self.get_model_weights = get_model_weights
     self.set_model_weights = set_model_weights
     self.num_trainable_parameters = num_trainable_parameters
+    self.model_fn = model_fn
     self.record_test_loss = record_test_loss
     self.phases = phases
     self.round_functions = round_functions

@@ -94,10 +94,11 @@ def qsgd_compressor(levels: int) -> parts.Compressor:
 def build_qsgd_ef(
     model_fn: model_facts.ModelFn,
     *,
-    qsgd_levels: int,
     client_optimizer: tff.learning.optimizers.Optimizer,
+    qsgd_levels: int = QSGD_LEVELS.default,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
     model_aggregator: Optional[composer.AggregationFactory] = None,
+    client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM,
 ) -> process.AlgorithmProcess:
   """Builds QSGD with error feedback: plain local training, then `qsgd_compressor`
   (`model_aggregator`: a `tff.aggregators` factory in place of the mean, `composer`).
@@ -109,4 +110,5 @@ def build_qsgd_ef(
   return composer.compose(
       model_fn, parts.algorithm(parts.LocalTraining(), qsgd_compressor(qsgd_levels)),
       client_optimizer=client_optimizer, server_optimizer=server_optimizer,
-      model_aggregator=model_aggregator)
+      model_aggregator=model_aggregator,
+      client_weighting=client_weighting)

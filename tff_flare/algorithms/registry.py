@@ -48,6 +48,8 @@ class Context:
     seed: the run's seed (update masking's round seeds).
     model_aggregator: a `tff.aggregators` factory in place of the weighted mean, for the
       algorithms that average (`composer.compose`); None: each algorithm's own aggregation.
+    client_weighting: how the algorithms that average weigh their clients (uniform, the
+      authors', or by examples; `composer.compose`).
   """
 
   client_optimizer: tff.learning.optimizers.Optimizer
@@ -55,10 +57,12 @@ class Context:
   is_regularized: Optional[Callable[[str], bool]] = None
   seed: int = 0
   model_aggregator: Optional[composer.AggregationFactory] = None
+  client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM
 
   def options(self) -> dict:
     """The builder keywords of a composed algorithm that averages."""
-    return dict(client_optimizer=self.client_optimizer, model_aggregator=self.model_aggregator)
+    return dict(client_optimizer=self.client_optimizer, model_aggregator=self.model_aggregator,
+                client_weighting=self.client_weighting)
 
 
 Builder = Callable[[model_facts.ModelFn, Any, Context], process.AlgorithmProcess]
@@ -152,7 +156,8 @@ class Hyperparameters:
   """The run's value of every knob (defaults: the knobs'), and its `Context`.
 
   Args:
-    client_optimizer, total_clients, is_regularized, seed, model_aggregator: the `Context`.
+    client_optimizer, total_clients, is_regularized, seed, model_aggregator,
+      client_weighting: the `Context`.
     **knobs: values by knob name (`KNOB_NAMES`); the others keep their knob's default.
 
   Raises:
@@ -162,13 +167,16 @@ class Hyperparameters:
   def __init__(self, client_optimizer: tff.learning.optimizers.Optimizer, *,
                total_clients: int = 10, is_regularized: Optional[Callable[[str], bool]] = None,
                seed: int = 0, model_aggregator: Optional[composer.AggregationFactory] = None,
+               client_weighting: tff.learning.ClientWeighting = (
+                   tff.learning.ClientWeighting.UNIFORM),
                **knobs):
     unknown = sorted(set(knobs) - set(KNOB_NAMES))
     if unknown:
       raise ValueError(f'Unknown hyperparameters {unknown}; known: {", ".join(KNOB_NAMES)}.')
     self.context = Context(client_optimizer=client_optimizer, total_clients=total_clients,
                            is_regularized=is_regularized, seed=seed,
-                           model_aggregator=model_aggregator)
+                           model_aggregator=model_aggregator,
+                           client_weighting=client_weighting)
     self.knobs = dict(knobs)
 
   def params(self, name: str):
@@ -187,12 +195,13 @@ class Hyperparameters:
     raise AttributeError(name)
 
 
-def check_take_model_aggregator(names) -> None:
-  """Raises `ValueError` naming the algorithms of `names` that aggregate their own way."""
+def check_take_model_aggregator(names, what: str = 'model_aggregator') -> None:
+  """Raises `ValueError` naming the algorithms of `names` that aggregate their own way (and
+  so take no `what`: a model_aggregator, a client_weighting other than uniform)."""
   own = [n for n in names if ALGORITHMS[n].own_aggregation]
   if own:
-    raise ValueError(f'{", ".join(own)} aggregate(s) their own way: they take no '
-                     'model_aggregator; run them in another run.')
+    raise ValueError(f'{", ".join(own)} aggregate(s) their own way: they take no {what}; '
+                     'run them in another run.')
 
 
 def build(name: str, model_fn: model_facts.ModelFn,
@@ -205,7 +214,12 @@ def build(name: str, model_fn: model_facts.ModelFn,
   """
   if name not in ALGORITHMS:
     raise ValueError(f'Unknown algorithm {name!r}; known: {", ".join(NAMES)}.')
+  if not isinstance(hyperparameters, Hyperparameters):
+    raise TypeError('hyperparameters must be a registry.Hyperparameters(client_optimizer=..., '
+                    f'<knob>=...), got {type(hyperparameters).__name__}.')
   algorithm = ALGORITHMS[name]
   if hyperparameters.model_aggregator is not None:
     check_take_model_aggregator([name])
+  if hyperparameters.client_weighting != tff.learning.ClientWeighting.UNIFORM:
+    check_take_model_aggregator([name], 'client_weighting but uniform')
   return algorithm.build(model_fn, hyperparameters.params(name), hyperparameters.context)

@@ -11,14 +11,19 @@ values"):
     an Inf sends nothing: its weighted message, weight, statistics and training metrics are
     zero (it leaves the mean's denominator and the round's training loss, as in TFF's
     FedAvg) and it keeps its old state;
-    `metrics['communication']['nonfinite_clients_total']` counts it;
+    `metrics['aggregator']['communication']['nonfinite_clients_total']` counts it;
   * an update that is still non-finite is not applied: the server model and optimizer state
     stay as they were, and `metrics['finalizer']['update_non_finite']` is 1 (TFF's
     finalizer rule);
   * a round in which every client was non-finite stops a run (`tff_flare.simulation.hooks`),
     unless the run is told to go on.
 
-Bytes on the wire (`metrics['communication']['bytes_sent_total']`): per client, a float32
+The round's metrics are namespaced per component, as in TFF's composed processes:
+`client_work` (`train`: the model's own loss and metrics; the schedule's values, e.g. `tau`),
+`aggregator` (`communication`: what the clients sent; an algorithm's server statistics, e.g.
+update masking's `survival`; a TFF aggregation factory's measurements) and `finalizer`.
+
+Bytes on the wire (`metrics['aggregator']['communication']['bytes_sent_total']`): per client, a float32
 value and an int32 index per nonzero entry, or the dense float32 tensor when that is smaller.
 """
 
@@ -118,12 +123,17 @@ def _all_finite(structure) -> tf.Tensor:
 def build_round_functions(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
                           client_optimizer: tff.learning.optimizers.Optimizer,
                           server_optimizer: tff.learning.optimizers.Optimizer,
-                          weigh_messages: bool = True) -> RoundFunctions:
+                          weigh_messages: bool = True,
+                          client_weighting: tff.learning.ClientWeighting = (
+                              tff.learning.ClientWeighting.UNIFORM)) -> RoundFunctions:
   """The plain TensorFlow functions of a round of `algorithm` (see `RoundFunctions`).
 
   `weigh_messages=False` leaves the weighing to a TFF aggregation factory: the summable
-  holds the client's `message` in place of `weight * message`.
+  holds the client's `message` in place of `weight * message`. `client_weighting`
+  `NUM_EXAMPLES` weighs a client that sets no weight of its own by the examples it trained
+  on (the model's `num_examples` metric), as TFF's weighted FedAvg does; `UNIFORM` by 1.
   """
+  by_examples = client_weighting == tff.learning.ClientWeighting.NUM_EXAMPLES
   facts = model_facts_lib.model_facts(model_fn)
   specs, num_parameters = list(facts.specs), facts.num_parameters
   # Only its metric constructors are used. TFF's Keras metric finalizers are `tf.function`s
@@ -156,15 +166,19 @@ def build_round_functions(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts
   def client_work(model, server_weights, params, dataset, client_state, client_input):
     output = algorithm.client_update(model, client_optimizer, server_weights, params, dataset,
                                      client_state, client_input)
-    weight = (tf.constant(1.0, tf.float32) if output.weight is None else
-              tf.cast(output.weight, tf.float32))
+    model_metrics = model.report_local_unfinalized_metrics()
+    own_weight = output.weight
+    if own_weight is None and by_examples:
+      own_weight = tf.add_n([tf.cast(tf.reduce_sum(v), tf.float32)
+                             for v in tf.nest.flatten(model_metrics['num_examples'])])
+    weight = (tf.constant(1.0, tf.float32) if own_weight is None else
+              tf.cast(own_weight, tf.float32))
     message = list(output.message)
     # The trained model too: a top-k of NaNs, say, can look finite.
     finite = _all_finite((message, output.client_state, output.statistics, weight,
                           [tf.convert_to_tensor(v) for v in model.trainable_variables]))
-    weighted = message if output.weight is None or not weigh_messages else [
+    weighted = message if own_weight is None or not weigh_messages else [
         weight * m for m in message]
-    model_metrics = model.report_local_unfinalized_metrics()
     # A non-finite client sends nothing, keeps its old state and adds nothing to the round's
     # training metrics, as TFF's own client work zeroes them (see the module docstring).
     weighted, weight, statistics, new_state, model_metrics = tf.cond(
@@ -203,14 +217,15 @@ def build_round_functions(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts
         update_non_finite=tf.cast(non_finite, tf.int32))
 
   def round_metrics(schedule_state, summed, finalizer_measurements):
-    metrics = collections.OrderedDict(
-        train=finalize_model_metrics(summed['model_metrics']),
+    # Namespaced per component, as TFF's composed processes report theirs.
+    client_work = collections.OrderedDict(train=finalize_model_metrics(summed['model_metrics']))
+    client_work.update(schedule.report(schedule_state))
+    aggregator = collections.OrderedDict(
         communication=_communication_metrics(summed['counters'], num_parameters))
-    metrics.update(schedule.report(schedule_state))
     if algorithm.server_metrics is not None:
-      metrics.update(algorithm.server_metrics(summed['statistics'], summed['weight']))
-    metrics['finalizer'] = finalizer_measurements
-    return metrics
+      aggregator.update(algorithm.server_metrics(summed['statistics'], summed['weight']))
+    return collections.OrderedDict(client_work=client_work, aggregator=aggregator,
+                                   finalizer=finalizer_measurements)
 
   if schedule.record_test_loss is not None:
 

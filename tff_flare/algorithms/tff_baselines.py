@@ -4,8 +4,8 @@ These are `tff.learning.algorithms` processes, untouched: unweighted (every clie
 the same, as in the authors' mean) and with a server SGD of learning rate 1. They are wrapped
 in this project's `AlgorithmProcess` interface (`composer`): `next` takes and returns the
 (empty) client states and inputs every process takes, and the metrics carry the same
-`train`, `communication` and `finalizer` parts (`communication` without the nonzero counts,
-which TFF's processes do not expose). They have no `RoundFunctions`, so they run
+`client_work/train`, `aggregator/communication` and `finalizer` parts (`communication`
+without the nonzero counts, which TFF's processes do not expose). They have no `RoundFunctions`, so they run
 on TFF's runtime whatever the execution mode.
 """
 
@@ -90,8 +90,10 @@ def _adapt(process: tff.learning.templates.LearningProcess,
     output = process.next(state, client_data)
     num_clients = tff.federated_sum(tff.federated_map(one, client_inputs))
     metrics = tff.federated_zip(collections.OrderedDict(
-        train=output.metrics.client_work.train,
-        communication=tff.federated_map(communication, num_clients),
+        client_work=tff.federated_zip(collections.OrderedDict(
+            train=output.metrics.client_work.train)),
+        aggregator=tff.federated_zip(collections.OrderedDict(
+            communication=tff.federated_map(communication, num_clients))),
         finalizer=output.metrics.finalizer))
     return process_lib.RoundOutput(state=output.state, metrics=metrics,
                                 client_states=client_states)
@@ -99,4 +101,5 @@ def _adapt(process: tff.learning.templates.LearningProcess,
   return process_lib.AlgorithmProcess(
       process.initialize, next_fn, initial_client_state=initial_client_state,
       get_model_weights=process.get_model_weights,
-      set_model_weights=process.set_model_weights, num_trainable_parameters=num_parameters)
+      set_model_weights=process.set_model_weights, num_trainable_parameters=num_parameters,
+      model_fn=model_fn)

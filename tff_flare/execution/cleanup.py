@@ -12,7 +12,8 @@ parent's stdout/stderr, and one that outlives its parent holds the parent's outp
   * `install_process_cleanup()` is for binaries: it stops the workers at exit, on SIGTERM and
     SIGHUP (then the process dies of that signal) and on Ctrl-C (then it exits at once with
     status 130; see `_stop_workers_then_exit_130`). Importing this module does none of this.
-  * `stopping_local_workers()` is a context manager for a notebook or a script.
+  * `stop_workers_at_exit()` stops them when the process exits (`runner.simulate` calls it);
+    `stopping_local_workers()` is a context manager for a notebook or a script.
 """
 
 import atexit
@@ -162,6 +163,20 @@ def _stop_workers_then_die(signum, frame):
   os.kill(os.getpid(), signum)
 
 
+_registered = []
+
+
+def stop_workers_at_exit() -> None:
+  """Stops this process's TFF workers when it exits (once, however often it is called).
+
+  `runner.simulate` calls it: a script or notebook that runs processes leaves no
+  `worker_binary` behind holding its output, and TFF's shutdown noise is muted.
+  """
+  if not _registered:
+    atexit.register(_stop_workers_at_exit)
+    _registered.append(True)
+
+
 def install_process_cleanup(interrupt_message: str = 'Interrupted.') -> None:
   """For binaries: stop TFF workers at exit, on SIGTERM/SIGHUP, and on Ctrl-C.
 
@@ -182,7 +197,7 @@ def install_process_cleanup(interrupt_message: str = 'Interrupted.') -> None:
     finally:
       os._exit(130)  # pylint: disable=protected-access
 
-  atexit.register(_stop_workers_at_exit)
+  stop_workers_at_exit()
   handlers = {signal.SIGTERM: _stop_workers_then_die, signal.SIGHUP: _stop_workers_then_die,
               signal.SIGINT: stop_workers_then_exit_130}
   for signum, handler in handlers.items():

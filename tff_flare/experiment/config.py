@@ -29,6 +29,8 @@ from tff_flare.tasks import partitions
 from tff_flare.tasks import registry as tasks
 
 CLIENT_STATE_STORAGES = ('memory', 'disk')
+# `tff.learning.ClientWeighting` by its lower-case name.
+CLIENT_WEIGHTINGS = ('uniform', 'num_examples')
 # Settings a resumed run may change: they do not change what a round computes.
 RESUMABLE_FIELDS = ('output_dir', 'rounds', 'eval_every', 'checkpoint_every', 'execution',
                     'workers', 'worker_timeout_s', 'client_threads', 'allow_nonfinite_rounds')
@@ -42,28 +44,53 @@ _ = hyperparameters.setting  # A field that is not an algorithm's knob, with its
 
 
 @dataclasses.dataclass
-class Settings:
-  """What a run sets besides the algorithms' knobs. `None`: the task's default (the
-  authors' configuration)."""
+class RunSettings:
+  """What a run of the loop takes, whatever trains in it (`runner.simulate` takes these
+  alone; an experiment adds its task and algorithms, `Settings`)."""
 
   output_dir: str = _(None, 'Where results and checkpoints go.')
-  task: str = _('digits_demo', f'Task: {", ".join(tasks.TASK_NAMES)}.')
-  algorithms: Sequence[str] = _(('flare', 'ec', 'fedavg'), 'Algorithms to run side by side: '
-                                f'{", ".join(algorithms.NAMES)}.')
   rounds: int = _(10, 'Rounds of training.')
-  total_clients: Optional[int] = _(None, 'Clients the data is split into (task default).')
-  num_clients: Optional[int] = _(None, 'Clients in use, the first of the split (task '
-                                 'default).')
   clients_per_round: Optional[int] = _(None, 'Clients sampled each round (client '
                                        'unavailability); default: all clients in use.')
   client_sampling: str = _('uniform', f'How clients are sampled: {", ".join(sampling.SAMPLERS)} '
                            "(python_random: the authors' random.Random(seed).sample stream).")
-  batch_size: Optional[int] = _(None, 'Local batch size (task default; 0: full batch).')
-  learning_rate: Optional[float] = _(None, 'Client SGD learning rate (task default).')
-  momentum: Optional[float] = _(None, 'Client SGD momentum (task default).')
   eval_every: int = _(10, 'Evaluate every this many rounds.')
   checkpoint_every: int = _(10, 'Save program state every this many rounds.')
   seed: int = _(0, 'Seed of partitions, client sampling and masks.')
+  client_state_storage: str = _('memory', "Where the driver keeps the clients' states: memory, "
+                                'or disk (.npy files under <output_dir>/client_states, read '
+                                'memory-mapped) when they do not fit.')
+  execution: str = _('inprocess', 'inprocess: this Python process, no TFF runtime (the '
+                     "fastest on one machine; TFF's own algorithms still run on TFF's local "
+                     "runtime); local: TFF's local runtime (a worker_binary subprocess); "
+                     'remote: the TFF workers of --workers (start each with python -m '
+                     'experiments.worker --port=PORT).')
+  workers: Sequence[str] = _((), "With --execution=remote: host:port of each worker; a round's "
+                             'clients are split over them.')
+  worker_timeout_s: float = _(60.0, 'Seconds a TFF worker may be unreachable (at start, or '
+                              'during a round while TFF retries) before the run stops with an '
+                              'error naming it; a local worker that dies ends it at once.')
+  client_threads: Optional[int] = _(None, 'With --execution=inprocess: clients trained at once '
+                                    '(default: the number of CPUs).')
+  allow_nonfinite_rounds: bool = _(False, 'Go on after a round in which an algorithm diverged '
+                                   '(by default the run stops there).')
+
+
+@dataclasses.dataclass
+class Settings(RunSettings):
+  """What an experiment sets besides the algorithms' knobs: the run's settings, the task and
+  its data, the algorithms and how they aggregate. `None`: the task's default (the authors'
+  configuration)."""
+
+  task: str = _('digits_demo', f'Task: {", ".join(tasks.TASK_NAMES)}.')
+  algorithms: Sequence[str] = _(('flare', 'ec', 'fedavg'), 'Algorithms to run side by side: '
+                                f'{", ".join(algorithms.NAMES)}.')
+  total_clients: Optional[int] = _(None, 'Clients the data is split into (task default).')
+  num_clients: Optional[int] = _(None, 'Clients in use, the first of the split (task '
+                                 'default).')
+  batch_size: Optional[int] = _(None, 'Local batch size (task default; 0: full batch).')
+  learning_rate: Optional[float] = _(None, 'Client SGD learning rate (task default).')
+  momentum: Optional[float] = _(None, 'Client SGD momentum (task default).')
   model_seed: Optional[int] = _(None, "Seed of the model's initializers (default: the "
                                 "authors' seeding: the CNN's GlorotNormal(seed=0); FC, VGG and "
                                 'GRU unseeded).')
@@ -72,8 +99,11 @@ class Settings:
                                      'model).')
   source: Optional[str] = _(None, 'Data source: keras, tfds, npz, imagefolder (images); tff, '
                             'text (Shakespeare); task default if unset.')
-  data_path: Optional[str] = _(None, 'File or folder of a local source.')
-  data_dir: Optional[str] = _(None, 'TFDS data directory.')
+  data_path: Optional[str] = _(None, 'File or folder of a local source (default: its file in '
+                               'the data directory).')
+  data_dir: Optional[str] = _(None, 'The data directory (python -m experiments.get_data fills '
+                              'it): where a local source\'s file is without --data_path '
+                              '(default: data/), and TFDS\'s data directory.')
   partition: Optional[str] = _(None, 'Partition: contiguous, iid, dirichlet, quantity_skew, '
                                'class_imbalance (task default).')
   alpha: float = _(1.0, 'Dirichlet concentration.')
@@ -84,28 +114,14 @@ class Settings:
   text_evaluation: str = _('authors', "shakespeare_gru's test set: authors (2 batches of 8 x "
                            '100 characters, newly shuffled at every evaluation) or full (every '
                            'test client).')
-  client_state_storage: str = _('memory', "Where the driver keeps the clients' states: memory, "
-                                'or disk (.npy files under <output_dir>/client_states, read '
-                                'memory-mapped) when they do not fit.')
-  execution: str = _('local', "local: TFF's local runtime (a worker_binary subprocess); "
-                     "inprocess: this Python process, no TFF runtime (TFF's own algorithms "
-                     "still run on TFF's local runtime); remote: the TFF workers of --workers "
-                     '(start each with python -m experiments.worker --port=PORT).')
-  workers: Sequence[str] = _((), "With --execution=remote: host:port of each worker; a round's "
-                             'clients are split over them.')
-  worker_timeout_s: float = _(60.0, 'Seconds a TFF worker may be unreachable (at start, or '
-                              'during a round while TFF retries) before the run stops with an '
-                              'error naming it; a local worker that dies ends it at once.')
-  client_threads: Optional[int] = _(None, 'With --execution=inprocess: clients trained at once '
-                                    '(default: the number of CPUs).')
   model_aggregator: str = _('mean', 'What the server averages the messages with, for the '
                            'algorithms that average (not EF21 or TFF\'s own): '
                            f'{", ".join(model_aggregators.NAMES)} (TFF factories; mean: the '
                            "project's own, the only one that runs in-process).")
   aggregator_norm: Optional[float] = _(None, 'The norm of --model_aggregator=clipping (L2 of '
                                        'each message) or zeroing (largest absolute value).')
-  allow_nonfinite_rounds: bool = _(False, 'Go on after a round in which an algorithm diverged '
-                                   '(by default the run stops there).')
+  client_weighting: str = _('uniform', 'How the algorithms that average weigh their clients: '
+                            "uniform (the authors') or num_examples (TFF's weighted FedAvg).")
 
 
 # One experiment: the settings and every algorithm's knobs (`algorithms.registry`), each
@@ -132,6 +148,58 @@ def _is_int(value) -> bool:
   return isinstance(value, int) and not isinstance(value, bool)
 
 
+# Seeds go to numpy, Python's random and TensorFlow's int32/int64 seeds: all take these.
+SEED_LIMIT = 2**31
+
+
+def _check_seed(name: str, value, optional: bool = False) -> None:
+  _check((optional and value is None) or (_is_int(value) and 0 <= value < SEED_LIMIT),
+         f'{name} must be an int in [0, 2^31), got {value!r}.')
+
+
+def _check_finite(instance) -> None:
+  for field in dataclasses.fields(instance):
+    value = getattr(instance, field.name)
+    if isinstance(value, float):
+      _check(math.isfinite(value), f'{field.name} must be a finite number, got {value}.')
+
+
+def validate_run(settings: RunSettings, population: int) -> None:
+  """The one check of a run's settings (`RunSettings`: an experiment's, or
+  `runner.simulate`'s) for a population of `population` clients.
+
+  Raises:
+    ConfigError: the first setting that would fail later, in one line.
+  """
+  try:
+    _check(bool(settings.output_dir),
+           'output_dir is required (where results and checkpoints go).')
+    for field in dataclasses.fields(RunSettings):
+      value = getattr(settings, field.name)
+      if isinstance(value, float):
+        _check(math.isfinite(value), f'{field.name} must be a finite number, got {value}.')
+    for name in ('rounds', 'eval_every', 'checkpoint_every'):
+      value = getattr(settings, name)
+      _check(_is_int(value) and value >= 1, f'{name} must be an int >= 1, got {value!r}.')
+    _check_seed('seed', settings.seed)
+    _check(_is_int(population) and population >= 1,
+           f'There must be at least one client, got {population!r}.')
+    per_round = settings.clients_per_round or population
+    _check(_is_int(per_round) and 1 <= per_round <= population,
+           f'clients_per_round ({per_round}) must be in [1, {population}] (the clients in '
+           'use).')
+    sampling.validate_sampler(settings.client_sampling, population, per_round)
+    _check(settings.client_state_storage in CLIENT_STATE_STORAGES,
+           f'Unknown client_state_storage {settings.client_state_storage!r}; known: '
+           f'{", ".join(CLIENT_STATE_STORAGES)}.')
+    modes.validate_execution(settings.execution, settings.workers, settings.worker_timeout_s,
+                             settings.client_threads)
+  except ConfigError:
+    raise
+  except ValueError as e:
+    raise ConfigError(str(e)) from e
+
+
 def validate(config: ExperimentConfig) -> None:
   """Raises `ConfigError` for anything that would fail later (see the module docstring)."""
   try:
@@ -140,7 +208,7 @@ def validate(config: ExperimentConfig) -> None:
     raise
   except ValueError as e:
     raise ConfigError(str(e)) from e
-  _check_writable(config.output_dir)
+  check_writable(config.output_dir)
 
 
 def _validate(config: ExperimentConfig) -> None:
@@ -153,22 +221,17 @@ def _validate(config: ExperimentConfig) -> None:
          f'An algorithm is named twice: {list(config.algorithms)}.')
   _check(config.task in tasks.TASK_NAMES,
          f'Unknown task {config.task!r}; known tasks: {", ".join(tasks.TASK_NAMES)}.')
-  for field in dataclasses.fields(config):
-    value = getattr(config, field.name)
-    if isinstance(value, float):
-      _check(math.isfinite(value), f'{field.name} must be a finite number, got {value}.')
+  _check_finite(config)
   hyperparameters.check_fields(config)  # Every knob's own check, once.
-  for name in ('rounds', 'eval_every', 'checkpoint_every'):
-    value = getattr(config, name)
-    _check(_is_int(value) and value >= 1, f'{name} must be an int >= 1, got {value!r}.')
-  for name in ('total_clients', 'num_clients', 'clients_per_round'):
+  for name in ('total_clients', 'num_clients'):
     value = getattr(config, name)
     _check(value is None or (_is_int(value) and value >= 1),
            f'{name} must be an int >= 1 (or unset for the task\'s default), got {value!r}.')
-  _check(_is_int(config.seed) and config.seed >= 0,
-         f'seed must be an int >= 0, got {config.seed!r}.')
-  _check(config.model_seed is None or (_is_int(config.model_seed) and config.model_seed >= 0),
-         f'model_seed must be an int >= 0, got {config.model_seed!r}.')
+  _check(config.clients_per_round is None or (
+      _is_int(config.clients_per_round) and config.clients_per_round >= 1),
+         f'clients_per_round must be an int >= 1 (or unset: every client), got '
+         f'{config.clients_per_round!r}.')
+  _check_seed('model_seed', config.model_seed, optional=True)
   _check(config.batch_size is None or (_is_int(config.batch_size) and config.batch_size >= 0),
          f'batch_size must be an int >= 0 (0: full batch), got {config.batch_size!r}.')
   if config.learning_rate is not None:
@@ -190,26 +253,22 @@ def _validate(config: ExperimentConfig) -> None:
   tasks.check_options(config.task, {
       name: getattr(config, name) for name in _TASK_OPTIONS
       if getattr(config, name) != defaults[name]})
-  _check(config.client_state_storage in CLIENT_STATE_STORAGES,
-         f'Unknown client_state_storage {config.client_state_storage!r}; known: '
-         f'{", ".join(CLIENT_STATE_STORAGES)}.')
-  modes.validate_execution(config.execution, config.workers, config.worker_timeout_s,
-                           config.client_threads)
   model_aggregators.check(config.model_aggregator, config.aggregator_norm)
   if config.model_aggregator != 'mean':
     algorithms.check_take_model_aggregator(config.algorithms)
+  _check(config.client_weighting in CLIENT_WEIGHTINGS,
+         f'Unknown client_weighting {config.client_weighting!r}; known: '
+         f'{", ".join(CLIENT_WEIGHTINGS)}.')
+  if config.client_weighting != 'uniform':
+    algorithms.check_take_model_aggregator(config.algorithms, 'client_weighting but uniform')
   population = config.num_clients or tasks.default_num_clients(config.task)
   if config.total_clients is not None:
     _check(population <= config.total_clients, f'num_clients ({population}) exceeds '
            f'total_clients ({config.total_clients}).')
-  per_round = config.clients_per_round or population
-  _check(_is_int(per_round) and 1 <= per_round <= population,
-         f'clients_per_round ({per_round}) must be in [1, {population}] (the clients of '
-         'the task).')
-  sampling.validate_sampler(config.client_sampling, population, per_round)
+  validate_run(config, population)
 
 
-def _check_writable(output_dir: str) -> None:
+def check_writable(output_dir: str) -> None:
   try:
     os.makedirs(output_dir, exist_ok=True)
     probe = pathlib.Path(output_dir) / '.write_probe'
@@ -224,7 +283,7 @@ def as_dict(config: ExperimentConfig) -> dict[str, Any]:
   return json.loads(json.dumps(dataclasses.asdict(config), default=list))
 
 
-def compare_for_resume(recorded: dict[str, Any], config: ExperimentConfig) -> dict[str, Any]:
+def compare_for_resume(recorded: dict[str, Any], config: RunSettings) -> dict[str, Any]:
   """The resumable fields that changed, `{field: [recorded, now]}`.
 
   A field the recorded configuration lacks (the run was made before the field existed) counts
@@ -235,7 +294,7 @@ def compare_for_resume(recorded: dict[str, Any], config: ExperimentConfig) -> di
   """
   now = as_dict(config)
   defaults = json.loads(json.dumps(
-      {f.name: f.default for f in dataclasses.fields(ExperimentConfig)
+      {f.name: f.default for f in dataclasses.fields(config)
        if f.default is not dataclasses.MISSING}, default=list))
   then = {name: recorded.get(name, defaults.get(name)) for name in now}
   changed = {name: [then[name], value] for name, value in now.items() if then[name] != value}

@@ -21,14 +21,17 @@ import json
 import os
 import pathlib
 import time
-from typing import Callable, Iterator
+from collections.abc import Mapping
+from typing import Callable, Iterator, Optional, Union
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_flare.algorithms import model_aggregators
+from tff_flare.algorithms import process as process_lib
 from tff_flare.algorithms import registry as algorithms
+from tff_flare.execution import cleanup
 from tff_flare.execution import modes
 from tff_flare.experiment import config as config_lib
 from tff_flare.simulation import checkpoints as checkpoints_lib
@@ -74,6 +77,7 @@ def hyperparameters(config: config_lib.ExperimentConfig,
       total_clients=len(task.train_data.client_ids),
       is_regularized=task_defaults.get('is_regularized'), seed=config.seed,
       model_aggregator=model_aggregators.build(config.model_aggregator, config.aggregator_norm),
+      client_weighting=tff.learning.ClientWeighting[config.client_weighting.upper()],
       **knobs)
 
 
@@ -114,7 +118,7 @@ def exclusive_output_dir(output_dir: str) -> Iterator[None]:
       fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _check_output_dir(config: config_lib.ExperimentConfig, checkpoint_rounds: list[int]) -> None:
+def _check_output_dir(config: config_lib.RunSettings, checkpoint_rounds: list[int]) -> None:
   """Refuses a directory the run cannot prove is its own, or fewer rounds than it holds."""
   output = pathlib.Path(config.output_dir)
   if not (output / CONFIG_FILE).exists():
@@ -141,8 +145,9 @@ def _check_output_dir(config: config_lib.ExperimentConfig, checkpoint_rounds: li
         f'{max(checkpoint_rounds)} to continue it, or use another --output_dir.')
 
 
-def _record_config(config: config_lib.ExperimentConfig, log) -> dict:
-  """Checks the configuration against the recorded one; records it (and any change)."""
+def _record_config(config: config_lib.RunSettings, log, facts: Optional[dict] = None) -> dict:
+  """Checks the configuration against the recorded one; records it (and any change), with
+  `facts` (e.g. the algorithms a `simulate` run trains, which must not change either)."""
   path = pathlib.Path(config.output_dir) / CONFIG_FILE
   record = None
   if path.exists():
@@ -151,9 +156,14 @@ def _record_config(config: config_lib.ExperimentConfig, log) -> dict:
     except (OSError, ValueError) as e:
       raise config_lib.ConfigError(f'{path} cannot be read ({e}); it records the run of this '
                                    'directory. Restore it, or use another --output_dir.')
+  facts = {k: v for k, v in (facts or {}).items() if k == 'algorithms'}
   if record is None:
-    record = dict(config=config_lib.as_dict(config), changes=[])
+    record = dict(config=config_lib.as_dict(config), changes=[], **facts)
   else:
+    if facts and record.get('algorithms') != facts['algorithms']:
+      raise config_lib.ConfigError(
+          f'{config.output_dir} holds a run of {record.get("algorithms")}; these processes are '
+          f'{facts["algorithms"]}. Use another output_dir, or the same processes.')
     changed = config_lib.compare_for_resume(record['config'], config)
     if changed:
       log('Resuming with changed settings: ' + ', '.join(
@@ -199,62 +209,135 @@ def run_experiment(config: config_lib.ExperimentConfig,
   with exclusive_output_dir(config.output_dir):
     task = build_task(config)
     processes = build_processes(config, task)
-    checkpoint_rounds = checkpoints_lib.saved_rounds(pathlib.Path(config.output_dir) /
-                                                     'checkpoints')
-    _check_output_dir(config, checkpoint_rounds)
-    record = _record_config(config, log)
-    execution = modes.build_execution(config.execution, config.workers,
-                                      timeout_s=config.worker_timeout_s,
-                                      num_threads=config.client_threads)
-    with execution:
-      return _run(config, task, processes, execution, record, log)
+    return _run_processes(processes, task.client_datasets, list(task.train_data.client_ids),
+                          evaluation.build_evaluate_fn(task.model_fn, task.test_data), config,
+                          dict(task_hparams={k: v for k, v in task.hparams.items()
+                                             if not callable(v)}), log)
 
 
-def _run(config, task, processes, execution, record, log) -> dict:
-  output = pathlib.Path(config.output_dir)
-  evaluate = evaluation.build_evaluate_fn(task.model_fn, task.test_data)
-  client_ids = task.train_data.client_ids
-  runs = []
-  for name, process in processes.items():
-    state_dir = (output / 'client_states' / name if config.client_state_storage == 'disk'
-                 else None)
-    run = loop.AlgorithmRun(name, process, execution, client_state_dir=state_dir,
-                            initial_weights=runs[0].model_weights() if runs else None)
-    runs.append(run)
-  log(f'Execution: {execution.name}. ' + '; '.join(f'{run.name} on {run.where}' for run in runs)
-      + '.')
-  checkpoints = checkpoints_lib.Checkpoints(str(output / 'checkpoints'), runs, client_ids)
-  try:
-    start_round = checkpoints.restore()
-  except checkpoints_lib.CheckpointError as e:
-    raise config_lib.ConfigError(str(e)) from e
-  if start_round:
-    log(f'Resuming from the checkpoint after round {start_round - 1}.')
-  sampler = sampling.build_client_sampler(client_ids, config.clients_per_round or
-                                          len(client_ids), config.seed,
-                                          config.client_sampling)
-  csv = tff.program.CSVFileReleaseManager(output / 'metrics.csv', key_fieldname='round')
-  collected = hooks_lib.CollectRows()
-  hooks = [hooks_lib.Evaluation(evaluate, config.eval_every)]
-  if any(run.process.uses_test_loss for run in runs):  # EC-FFL, reusing the evaluation.
-    hooks.append(hooks_lib.TestLossFeedback(evaluate))
-  hooks += [
-           hooks_lib.ReleaseRows([csv, tff.program.TensorBoardReleaseManager(
-               output / 'tensorboard')], final_managers=[csv])]
-  if not config.allow_nonfinite_rounds:
-    hooks.append(hooks_lib.StopOnNonFiniteRound(
-        lambda: (checkpoints.versions() or [None])[-1]))
-  hooks += [hooks_lib.CheckpointEvery(checkpoints, config.checkpoint_every, config.rounds),
-            hooks_lib.LogProgress(log, start_round, config.rounds), collected]
-  started = time.perf_counter()
-  loop.run_rounds(runs, task.client_datasets, sampler, start_round=start_round,
-                  end_round=config.rounds, hooks=hooks, execution_stats=execution.stats)
-  final = collections.OrderedDict((run.name, collected.rows[-1][run.name]['eval'])
+ClientData = Union[tff.simulation.datasets.ClientData, Mapping[str, tf.data.Dataset]]
+
+
+def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: ClientData, *,
+             output_dir: str, test_data: Optional[tf.data.Dataset] = None,
+             log: Callable[[str], object] = print, **settings) -> dict:
+  """Runs (or resumes) `processes` side by side on `train_data`, as the binaries' runs do.
+
+  The same loop, hooks and files as `run_experiment` (metrics.csv, tensorboard/,
+  checkpoints/, summary.json in `output_dir`; started again, it resumes), for a model and
+  data of one's own instead of a task of the registry:
+
+    processes = {'flare': tff_flare.build_flare(model_fn, client_optimizer=sgd),
+                 'fedavg': tff_flare.build_fedavg(model_fn, client_optimizer=sgd)}
+    summary = tff_flare.simulate(processes, client_data, test_data=test, rounds=20,
+                                 clients_per_round=5, output_dir='runs/mine')
+
+  Args:
+    processes: `{name: process}` of this project's builders (`tff_flare.build_*`,
+      `algorithms.registry.build`); they start from the first one's initial model.
+    train_data: the clients' data: a `tff.simulation.datasets.ClientData`, or a mapping of
+      client id to a batched `tf.data.Dataset` in the model's input format.
+    output_dir: where results and checkpoints go.
+    test_data: a batched dataset to evaluate the global models on every `eval_every` rounds
+      (and after the last); None evaluates nothing.
+    log: where progress lines go.
+    **settings: `config.RunSettings` fields: `rounds`, `clients_per_round` (default: all),
+      `client_sampling`, `eval_every`, `checkpoint_every`, `seed`, `client_state_storage`,
+      `execution` (default 'inprocess'), `workers`, `worker_timeout_s`, `client_threads`,
+      `allow_nonfinite_rounds`.
+
+  Returns:
+    The summary (also `summary.json`): `final_eval` per algorithm, the settings, timings.
+
+  Raises:
+    config_lib.ConfigError: a bad setting or input, or a directory holding another run.
+  """
+  if not processes or not all(isinstance(p, process_lib.AlgorithmProcess)
+                              for p in processes.values()):
+    raise config_lib.ConfigError('processes must map names to processes of this project '
+                                 '(tff_flare.build_flare(...), ...), got '
+                                 f'{type(processes).__name__}.')
+  fields = {f.name for f in dataclasses.fields(config_lib.RunSettings)}
+  unknown = sorted(set(settings) - fields)
+  if unknown:
+    raise config_lib.ConfigError(f'Unknown settings {unknown}; known: {", ".join(sorted(fields))}.')
+  run = config_lib.RunSettings(output_dir=output_dir, **settings)
+  if isinstance(train_data, Mapping):
+    client_ids = list(train_data)
+    datasets = lambda ids, round_num: [train_data[cid] for cid in ids]
+  elif isinstance(train_data, tff.simulation.datasets.ClientData):
+    client_ids = list(train_data.client_ids)
+    datasets = loop.datasets_of(train_data)
+  else:
+    raise config_lib.ConfigError('train_data must be a tff.simulation.datasets.ClientData or a '
+                                 'mapping of client id to tf.data.Dataset, got '
+                                 f'{type(train_data).__name__}.')
+  config_lib.validate_run(run, len(client_ids))
+  config_lib.check_writable(output_dir)
+  cleanup.stop_workers_at_exit()  # No TFF worker outlives the script or notebook.
+  model_fn = next(iter(processes.values())).model_fn
+  evaluate = (evaluation.build_evaluate_fn(model_fn, test_data) if test_data is not None
+              else None)
+  with exclusive_output_dir(output_dir):
+    return _run_processes(dict(processes), datasets, client_ids, evaluate, run,
+                          dict(algorithms=list(processes)), log)
+
+
+def _run_processes(processes: dict, client_datasets, client_ids: list[str], evaluate,
+                   settings: config_lib.RunSettings, facts: dict, log) -> dict:
+  """The one run of processes: checks the directory, records the settings (`facts` beside
+  them), runs the loop with its hooks, writes the summary."""
+  output = pathlib.Path(settings.output_dir)
+  checkpoint_rounds = checkpoints_lib.saved_rounds(output / 'checkpoints')
+  _check_output_dir(settings, checkpoint_rounds)
+  record = _record_config(settings, log, facts)
+  execution = modes.build_execution(settings.execution, settings.workers,
+                                    timeout_s=settings.worker_timeout_s,
+                                    num_threads=settings.client_threads)
+  with execution:
+    runs = []
+    for name, process in processes.items():
+      state_dir = (output / 'client_states' / name if settings.client_state_storage == 'disk'
+                   else None)
+      run = loop.AlgorithmRun(name, process, execution, client_state_dir=state_dir,
+                              initial_weights=runs[0].model_weights() if runs else None)
+      runs.append(run)
+    log(f'Execution: {execution.name}. ' + '; '.join(f'{run.name} on {run.where}'
+                                                   for run in runs) + '.')
+    checkpoints = checkpoints_lib.Checkpoints(str(output / 'checkpoints'), runs, client_ids)
+    try:
+      start_round = checkpoints.restore()
+    except checkpoints_lib.CheckpointError as e:
+      raise config_lib.ConfigError(str(e)) from e
+    if start_round:
+      log(f'Resuming from the checkpoint after round {start_round - 1}.')
+    sampler = sampling.build_client_sampler(client_ids, settings.clients_per_round or
+                                            len(client_ids), settings.seed,
+                                            settings.client_sampling)
+    csv = tff.program.CSVFileReleaseManager(output / 'metrics.csv', key_fieldname='round')
+    collected = hooks_lib.CollectRows()
+    hooks = [hooks_lib.Evaluation(evaluate, settings.eval_every)] if evaluate else []
+    if any(run.process.uses_test_loss for run in runs):  # EC-FFL, reusing the evaluation.
+      if evaluate is None:
+        raise config_lib.ConfigError(', '.join(r.name for r in runs if r.process.uses_test_loss)
+                                     + ' adapt(s) to the test loss: give test_data.')
+      hooks.append(hooks_lib.TestLossFeedback(evaluate))
+    hooks += [hooks_lib.ReleaseRows([csv, tff.program.TensorBoardReleaseManager(
+        output / 'tensorboard')], final_managers=[csv])]
+    if not settings.allow_nonfinite_rounds:
+      hooks.append(hooks_lib.StopOnNonFiniteRound(
+          lambda: (checkpoints.versions() or [None])[-1]))
+    hooks += [hooks_lib.CheckpointEvery(checkpoints, settings.checkpoint_every,
+                                        settings.rounds),
+              hooks_lib.LogProgress(log, start_round, settings.rounds), collected]
+    started = time.perf_counter()
+    loop.run_rounds(runs, client_datasets, sampler, start_round=start_round,
+                    end_round=settings.rounds, hooks=hooks, execution_stats=execution.stats)
+  final = collections.OrderedDict((run.name, collected.rows[-1][run.name].get('eval'))
                                   for run in runs)
   summary = dict(
-      config=config_lib.as_dict(config), changes=record['changes'],
-      task_hparams={k: v for k, v in task.hparams.items() if not callable(v)},
-      clients=list(client_ids), final_eval=final, rounds=config.rounds,
+      config=config_lib.as_dict(settings), changes=record['changes'], **facts,
+      clients=list(client_ids), final_eval=final, rounds=settings.rounds,
       where={run.name: run.where for run in runs},
       num_trainable_parameters=int(sum(np.size(t) for t in runs[0].model_weights().trainable)),
       gpus=[d.name for d in tf.config.list_physical_devices('GPU')],

@@ -16,6 +16,7 @@ run in a `tf.while_loop` (`algorithms.batches`).
 import collections
 from collections.abc import Callable
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -24,9 +25,16 @@ from tff_flare.algorithms import model_facts
 from tff_flare.execution import inprocess
 
 
+# The model's accuracy metric, by the names Keras gives it, reported as `accuracy`.
+_ACCURACIES = ('sparse_categorical_accuracy', 'accuracy', 'categorical_accuracy',
+               'binary_accuracy')
+
+
 def build_evaluate_fn(model_fn: model_facts.ModelFn, test_dataset: tf.data.Dataset
                       ) -> Callable[[tff.learning.models.ModelWeights], dict]:
-  """Returns `evaluate(model_weights) -> {'loss': float, 'accuracy': float, 'num_examples'}`.
+  """Returns `evaluate(model_weights) -> {'loss': float, 'accuracy': float, 'num_examples':
+  int, <the model's other scalar metrics>}` (`accuracy`: the model's accuracy metric, where it
+  has one).
 
   Args:
     model_fn: the task's `model_fn` (its loss and a `sparse_categorical_accuracy` metric).
@@ -69,8 +77,14 @@ def build_evaluate_fn(model_fn: model_facts.ModelFn, test_dataset: tf.data.Datas
     metrics = collections.OrderedDict(
         (name, getattr(finalize, 'python_function', finalize)(values[name]))
         for name, finalize in built['model'].metric_finalizers().items())
-    return {'loss': float(metrics['loss']),
-            'accuracy': float(metrics['sparse_categorical_accuracy']),
-            'num_examples': int(metrics['num_examples'])}
+    result = {'loss': float(metrics['loss'])}
+    accuracy = next((name for name in _ACCURACIES if name in metrics), None)
+    if accuracy is not None:
+      result['accuracy'] = float(metrics[accuracy])
+    result['num_examples'] = int(metrics['num_examples'])
+    for name, value in metrics.items():  # A model's other metrics, under their own names.
+      if name not in result and name != accuracy and np.size(value) == 1:
+        result[name] = float(np.asarray(value).reshape(()))
+    return result
 
   return evaluate

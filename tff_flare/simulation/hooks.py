@@ -110,18 +110,18 @@ class StopOnNonFiniteRound(loop.Hook):
       evaluation = row[run.name].get('eval')
       if evaluation is None:
         continue
-      values = (evaluation['loss'], evaluation['accuracy'])
+      values = (evaluation['loss'], evaluation.get('accuracy', 0.0))
       if not all(math.isfinite(v) for v in values):
         raise NonFiniteEvaluationError(
             f'The model of {run.name} after {round_num} rounds evaluates to test loss '
-            f'{values[0]} and accuracy {values[1]}: it has diverged (lower the learning '
+            f'{values[0]} (accuracy {values[1]}): it has diverged (lower the learning '
             f'rate?). {self._resume_advice()} Pass --allow_nonfinite_rounds to go on '
             'regardless.')
 
   def after_round(self, round_num, runs, row) -> None:
     self._check_evaluation(round_num, runs, row)
     for run in runs:
-      communication = row[run.name]['train'].get('communication', {})
+      communication = row[run.name]['train']['aggregator']['communication']
       bad = int(communication.get('nonfinite_clients_total', 0))
       if bad and bad == int(communication['num_clients_total']):
         raise NonFiniteRoundError(
@@ -202,6 +202,6 @@ class LogProgress(loop.Hook):
     done = round_num + 1
     rate = (done - self._start_round) / (time.perf_counter() - self._started)
     accuracies = ''.join(f' | {run.name} acc {row[run.name]["eval"]["accuracy"]:.4f}'
-                         for run in runs if 'eval' in row[run.name])
+                         for run in runs if 'accuracy' in row[run.name].get('eval', {}))
     self._log(f'round {round_num} | {rate:.2f} rounds/s | ETA '
               f'{(self._end_round - done) / rate:.0f} s{accuracies}')

@@ -178,7 +178,7 @@ def run_rounds(runs: Sequence[AlgorithmRun], client_datasets: ClientDatasetsFn,
       entry['round_seconds'] = time.perf_counter() - start
       if execution_stats is not None:
         entry['bytes_driver_workers'] = execution_stats.total_bytes()
-      entry['bytes_uploaded'] = int(metrics['communication']['bytes_sent_total'])
+      entry['bytes_uploaded'] = int(metrics['aggregator']['communication']['bytes_sent_total'])
       entry['train'] = metrics
     for hook in hooks:
       hook.after_round(round_num, runs, row)

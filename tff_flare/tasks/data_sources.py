@@ -46,6 +46,20 @@ NUM_CLASSES = {'mnist': 10, 'cifar10': 10, 'cifar100': 100}
 IMAGE_SOURCES = ('keras', 'tfds', 'npz', 'imagefolder')
 TEXT_SOURCES = ('tff', 'text')
 DEFAULT_CACHE_DIR = pathlib.Path.home() / '.cache' / 'tff_flare'
+# The data directory a local source reads when no file is named: `data/` where the program
+# runs (the repository's root); `python -m experiments.get_data` fills it with these files.
+DEFAULT_DATA_DIR = 'data'
+DATA_FILES = {('mnist', 'npz'): 'mnist.npz', ('cifar10', 'npz'): 'cifar10.npz',
+              ('cifar100', 'npz'): 'cifar100.npz',
+              ('cifar10', 'imagefolder'): 'cifar10_imagefolder.tar.gz',
+              ('shakespeare', 'text'): 'tinyshakespeare.txt'}
+
+
+def default_path(name: str, source: str, data_dir: str | None = None) -> str | None:
+  """The file of data set `name` for a local `source` in the data directory (`data_dir`,
+  default `DEFAULT_DATA_DIR`); None where there is none."""
+  file = DATA_FILES.get((name, source))
+  return None if file is None else str(pathlib.Path(data_dir or DEFAULT_DATA_DIR) / file)
 
 
 class DataSourceError(ValueError):
@@ -76,8 +90,10 @@ def load_images(name: str, source: str = 'keras', path: str | None = None,
   Args:
     name: 'mnist', 'cifar10' or 'cifar100'.
     source: one of `IMAGE_SOURCES`.
-    path: the file or directory, for 'npz' and 'imagefolder'.
-    data_dir: TFDS data directory, for 'tfds' (None: TFDS's default).
+    path: the file or directory, for 'npz' and 'imagefolder' (default: its file in the data
+      directory, `default_path`).
+    data_dir: the data directory: TFDS's, for 'tfds' (None: TFDS's default); where a local
+      source's file is when no `path` is given (None: `DEFAULT_DATA_DIR`).
 
   Raises:
     DataSourceError: unknown name or source, missing or malformed file.
@@ -89,9 +105,9 @@ def load_images(name: str, source: str = 'keras', path: str | None = None,
   elif source == 'tfds':
     arrays = _load_tfds(name, data_dir)
   elif source == 'npz':
-    arrays = _load_npz(_existing(path, source))
+    arrays = _load_npz(_existing(path or default_path(name, source, data_dir), source))
   elif source == 'imagefolder':
-    arrays = _load_imagefolder(_existing(path, source))
+    arrays = _load_imagefolder(_existing(path or default_path(name, source, data_dir), source))
   else:
     raise DataSourceError(f'Unknown image source {source!r}; known: {list(IMAGE_SOURCES)}.')
   _check_images(arrays, IMAGE_DATASETS[name], NUM_CLASSES[name],
@@ -104,7 +120,8 @@ def _existing(path: str | None, source: str) -> pathlib.Path:
     raise DataSourceError(f"The '{source}' source needs a path (--data_path).")
   path = pathlib.Path(path)
   if not path.exists():
-    raise DataSourceError(f'Data file {path} does not exist.')
+    raise DataSourceError(f'Data file {path} does not exist (`python -m experiments.get_data '
+                          '--data_dir=<dir>` fetches the data sets; or give --data_path).')
   return path
 
 
@@ -337,16 +354,23 @@ def split_play_by_speaker(text: str, test_fraction: float = 0.2
   return train, test
 
 
-def load_shakespeare(source: str = 'tff', path: str | None = None
+def load_shakespeare(source: str = 'tff', path: str | None = None,
+                     data_dir: str | None = None
                      ) -> tuple[tff.simulation.datasets.ClientData,
                                 tff.simulation.datasets.ClientData]:
   """(train, test) `ClientData` of `OrderedDict(snippets=tf.string)`, one client per role.
 
   Args:
-    source: 'tff' (TFF's LEAF Shakespeare; `path` is its cache dir, None for TFF's default)
-      or 'text' (`path` is a plain-text play file).
+    source: 'tff' (TFF's LEAF Shakespeare; `path` is its cache dir, default `data_dir`, None
+      for TFF's default) or 'text' (`path` is a plain-text play file, default the data
+      directory's `tinyshakespeare.txt`).
+    path: see `source`.
+    data_dir: the data directory (`load_images`).
   """
+  if source == 'text' and not path:
+    path = default_path('shakespeare', 'text', data_dir)
   if source == 'tff':
+    path = path or data_dir
     try:
       return tff.simulation.datasets.shakespeare.load_data(cache_dir=path)
     except Exception as e:  # pylint: disable=broad-except

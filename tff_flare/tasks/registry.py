@@ -163,7 +163,7 @@ def _shakespeare_task(name: str, o: TaskOptions) -> Task:
   if o.text_evaluation not in TEXT_EVALUATIONS:
     raise ValueError(f'Unknown text_evaluation {o.text_evaluation!r}; known: '
                      f'{", ".join(TEXT_EVALUATIONS)}.')
-  train, test = data_sources.load_shakespeare(o.source or 'tff', o.data_path)
+  train, test = data_sources.load_shakespeare(o.source or 'tff', o.data_path, o.data_dir)
   chosen = text.select_clients(train, o.num_clients or 10)
   seed, epochs = o.seed, o.epochs
   if not chosen:
@@ -205,6 +205,7 @@ def _image_task_spec(name: str) -> TaskSpec:
 TASKS: dict[str, TaskSpec] = dict(
     {name: _image_task_spec(name) for name in images.IMAGE_TASKS},
     shakespeare_gru=TaskSpec(data_sources.TEXT_SOURCES, 10,
-                             ('source', 'data_path', 'text_evaluation'), _shakespeare_task),
+                             ('source', 'data_path', 'data_dir', 'text_evaluation'),
+                             _shakespeare_task),
     digits_demo=TaskSpec((), 10, _PARTITIONED, _digits_task))
 TASK_NAMES = tuple(sorted(TASKS))

@@ -58,8 +58,8 @@ class TaskOptions:
   Attributes:
     source: data source ('keras', 'tfds', 'npz', 'imagefolder'; 'tff', 'text'); task default
       if None.
-    data_path: file or directory for the local sources.
-    data_dir: TFDS data directory.
+    data_path: file or directory for the local sources (default: its file in `data_dir`).
+    data_dir: the data directory (`data_sources.default_path`), and TFDS's.
     total_clients: clients the training set is split into (task default if None).
     num_clients: how many of them (the first ones) form the population in use.
     partition: one of `partitions.PARTITIONS` (task default if None).

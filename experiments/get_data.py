@@ -1,0 +1,137 @@
+r"""Fetches every data set of the tasks and the papers' figures into one data directory.
+
+  python -m experiments.get_data                       # into data/ (the binaries' default)
+  python -m experiments.get_data --data_dir=/big/disk/tff_flare_data --datasets=mnist
+
+Through the real loaders (they download on first use, into their own caches), written as the
+files the local sources read (`tff_flare/tasks/data_sources.py`, `DATA_FILES`):
+
+  mnist        tf.keras.datasets.mnist.load_data()     -> mnist.npz (Keras layout and order)
+  cifar10      tf.keras.datasets.cifar10.load_data()   -> cifar10.npz, and
+                                                          cifar10_imagefolder.tar.gz (PNG)
+  cifar100     tf.keras.datasets.cifar100.load_data()  -> cifar100.npz
+  shakespeare  tfds.load('tiny_shakespeare')           -> tinyshakespeare.txt (the play, whole)
+               and TFF's LEAF Shakespeare into the directory's cache (source `tff`)
+
+Every binary and `reproduce` read this directory (`--data_dir`, default `data/`). A file that
+is there already is kept (`--overwrite` fetches it again). The committed runs used offline
+copies (MNIST's pixels exactly; CIFAR-10 re-encoded as JPEG, so its figures come out a
+little different from runs on these lossless PNG images).
+
+Exit status: 0 done; 2 bad flags or a loader that failed (no internet, say: the message
+names the loader).
+"""
+
+import io
+import os
+import pathlib
+import tarfile
+
+from absl import flags
+import numpy as np
+
+from experiments import binary
+from tff_flare.tasks import data_sources
+
+DATASETS = ('mnist', 'cifar10', 'cifar100', 'shakespeare')
+CIFAR10_CLASSES = ('airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog', 'horse',
+                   'ship', 'truck')
+
+_DATA_DIR = flags.DEFINE_string('data_dir', data_sources.DEFAULT_DATA_DIR,
+                                'Where the data sets go.')
+_DATASETS = flags.DEFINE_list('datasets', list(DATASETS), 'Which: ' + ', '.join(DATASETS) + '.')
+_OVERWRITE = flags.DEFINE_bool('overwrite', False, 'Fetch the files that are there again.')
+
+
+def _keras_arrays(name: str):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    return getattr(tf.keras.datasets, name).load_data()
+  except Exception as e:  # pylint: disable=broad-except
+    raise binary.BadInput(f'tf.keras.datasets.{name}.load_data() failed ({type(e).__name__}: '
+                          f'{binary.one_line(e)[:200]}); it needs the internet once.') from e
+
+
+def write_npz(path: pathlib.Path, arrays) -> None:
+  (x_train, y_train), (x_test, y_test) = arrays
+  temporary = path.with_name(path.name + '.tmp.npz')
+  np.savez(temporary, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
+  temporary.replace(path)
+
+
+def write_imagefolder(path: pathlib.Path, arrays, classes) -> None:
+  """A `.tar.gz` of `train/<class>/<n>.png` and `test/<class>/<n>.png` (lossless)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  temporary = path.with_name(path.name + '.tmp')
+  with tarfile.open(temporary, 'w:gz') as archive:
+    for split, (x, y) in zip(('train', 'test'), arrays):
+      for index, (image, label) in enumerate(zip(x, np.asarray(y).reshape(-1))):
+        data = tf.io.encode_png(image).numpy()
+        info = tarfile.TarInfo(f'{split}/{classes[int(label)]}/{index:05d}.png')
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+  temporary.replace(path)
+
+
+def write_play(path: pathlib.Path) -> None:
+  """The whole of TFDS's `tiny_shakespeare` (its three splits are one text cut in three)."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  try:
+    splits = tfds.load('tiny_shakespeare', split=['train', 'validation', 'test'],
+                       data_dir=str(path.parent / 'tfds'))
+  except Exception as e:  # pylint: disable=broad-except
+    raise binary.BadInput(f"tfds.load('tiny_shakespeare') failed ({type(e).__name__}: "
+                          f'{binary.one_line(e)[:200]}); it needs the internet once.') from e
+  text = ''.join(example['text'].decode() for split in splits
+                 for example in tfds.as_numpy(split))
+  temporary = path.with_name(path.name + '.tmp')
+  temporary.write_text(text)
+  temporary.replace(path)
+
+
+def fetch(name: str, data_dir: pathlib.Path, overwrite: bool, log=print) -> list[pathlib.Path]:
+  """Writes data set `name`'s files into `data_dir`; returns them."""
+  files = {source: data_dir / file for (dataset, source), file in data_sources.DATA_FILES.items()
+           if dataset == name}
+  wanted = {s: p for s, p in files.items() if overwrite or not p.exists()}
+  for source, path in files.items():
+    if source not in wanted:
+      log(f'{name}: {path} is there already, kept')
+  if name in ('mnist', 'cifar10', 'cifar100') and wanted:
+    arrays = _keras_arrays(name)
+    if 'npz' in wanted:
+      write_npz(wanted['npz'], arrays)
+    if 'imagefolder' in wanted:
+      write_imagefolder(wanted['imagefolder'], arrays, CIFAR10_CLASSES)
+  elif name == 'shakespeare':
+    if 'text' in wanted:
+      write_play(wanted['text'])
+    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    try:
+      tff.simulation.datasets.shakespeare.load_data(cache_dir=str(data_dir))
+    except Exception as e:  # pylint: disable=broad-except
+      raise binary.BadInput(f'tff.simulation.datasets.shakespeare.load_data() failed '
+                            f'({type(e).__name__}: {binary.one_line(e)[:200]}).') from e
+  for path in wanted.values():
+    log(f'{name}: wrote {path} ({os.path.getsize(path):,} bytes)')
+  return list(files.values())
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise binary.BadInput(f'Unexpected arguments {argv[1:]} (flags are --name=value).')
+  unknown = [d for d in _DATASETS.value if d not in DATASETS]
+  if unknown:
+    raise binary.BadInput(f'Unknown data sets {unknown}; known: {", ".join(DATASETS)}.')
+  data_dir = pathlib.Path(_DATA_DIR.value)
+  try:
+    data_dir.mkdir(parents=True, exist_ok=True)
+  except OSError as e:
+    raise binary.BadInput(f'--data_dir={data_dir} cannot be made: {e.strerror or e}.') from e
+  for name in _DATASETS.value:
+    fetch(name, data_dir, _OVERWRITE.value)
+  return 0
+
+
+if __name__ == '__main__':
+  binary.run(main)
