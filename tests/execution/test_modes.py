@@ -104,6 +104,24 @@ class LocalWorkerDeathTest(tf.test.TestCase):
         bound.next(state, datasets, clients, inputs)
       self.assertLess(time.monotonic() - start, 60)
 
+  def test_a_stopped_local_worker_ends_the_round_after_the_timeout(self):
+    # SIGSTOP: the worker fails nothing and answers nothing; without a watch the round waits
+    # forever (a paused machine, a debugger).
+    process = registry.build('fedavg', tiny_models.softmax_model_fn(), registry.Hyperparameters(
+        client_optimizer=tff.learning.optimizers.build_sgdm(0.1)))
+    datasets = [tiny_models.classification_dataset(s) for s in range(2)]
+    with modes.build_execution('local', timeout_s=3) as execution:
+      bound = execution.bind(process)
+      inputs = process.client_inputs(tiny_models.client_ids(2))
+      clients = [bound.initial_client_state()] * 2
+      state = bound.next(bound.initialize(), datasets, clients, inputs).state
+      os.kill(execution.workers.pid(0), signal.SIGSTOP)
+      start = time.monotonic()
+      with self.assertRaisesRegex(remote.WorkerUnavailableError,
+                                  "answered nothing for more than 3 s during a call"):
+        bound.next(state, datasets, clients, inputs)
+      self.assertLess(time.monotonic() - start, 60)
+
 
 if __name__ == '__main__':
   tf.test.main()

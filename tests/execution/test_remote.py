@@ -4,6 +4,7 @@ faults."""
 import csv
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import threading
@@ -138,6 +139,30 @@ class FaultsTest(tf.test.TestCase):
     self.assertEmpty(_worker_pids(workers.addresses))
     flare_dir = pathlib.Path(output_dir) / 'client_states' / 'flare'
     self.assertLen([p for p in flare_dir.iterdir() if p.is_dir()], 6)  # One per client.
+
+  def test_a_stopped_worker_ends_the_round_after_the_timeout(self):
+    # SIGSTOP (a frozen process, a paused machine): the worker fails nothing and answers
+    # nothing; without the probe the round waits forever.
+    output_dir = os.path.join(self.get_temp_dir(), 'remote')
+    with worker.LoopbackWorkers(2) as workers:
+      config = _config(output_dir, execution='remote', workers=workers.addresses,
+                       algorithms=('ec',))
+
+      def stop_after_round_1(line):
+        if line.startswith('round 1 '):
+          os.kill(workers.pid(1), signal.SIGSTOP)
+
+      start = time.monotonic()
+      with self.assertRaisesRegex(remote.WorkerUnavailableError,
+                                  f'{workers.addresses[1]}: answered nothing for more than 3 s'):
+        runner.run_experiment(config, log=stop_after_round_1)
+      self.assertLess(time.monotonic() - start, 90)
+      self.assertEqual(_csv_rounds(output_dir), [0, 1])
+      os.kill(workers.pid(1), signal.SIGCONT)  # Answers again: the same command resumes.
+      lines = []
+      runner.run_experiment(config, log=lines.append)
+    self.assertIn('Resuming from the checkpoint after round 1.', lines)
+    self.assertEqual(_csv_rounds(output_dir), [0, 1, 2, 3, 4])
 
   def test_worker_back_within_the_timeout_gets_its_subround_again(self):
     base = self.get_temp_dir()

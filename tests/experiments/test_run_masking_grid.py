@@ -94,11 +94,11 @@ class MaskingGridTest(tf.test.TestCase):
         row[key] = float(row[key])
     with open(base / 'minibatch_iid' / 'metrics.csv') as f:
       rows = list(csv.DictReader(f))
-    survival = [float(r['mask_synchronized/train/survival/survival']) for r in rows
-                if r['mask_synchronized/train/survival/survival']]
+    prefix = 'mask_synchronized/train/aggregator/survival/'
+    survival = [float(r[prefix + 'survival']) for r in rows if r[prefix + 'survival']]
     self.assertLen(survival, 4)
-    normalized = [float(r['mask_synchronized/train/survival/survival_normalized']) for r in rows
-                  if r['mask_synchronized/train/survival/survival_normalized']]
+    normalized = [float(r[prefix + 'survival_normalized']) for r in rows
+                  if r[prefix + 'survival_normalized']]
     sync_row = [r for r in table if r['process'] == 'mask_synchronized'][0]
     self.assertAlmostEqual(sync_row['mean_s'], statistics.mean(survival))
     self.assertAlmostEqual(sync_row['second_half_s'], statistics.mean(survival[2:]))

@@ -117,6 +117,12 @@ class _WatchedRpc:
   TFF's stub turns retryable gRPC errors into `RetryableGRPCError`, which TFF's context
   retries forever. Once the worker has failed that way for longer than `timeout_s`, this
   raises `WorkerUnavailableError` instead, which TFF does not retry.
+
+  A worker that stops answering without failing (a frozen process, a paused machine, a
+  half-open link) fails no call: while a call is in flight, the worker is asked every few
+  seconds, on a fresh connection, whether it answers (`_answers`); silent for longer than
+  `timeout_s`, the call is cancelled and `WorkerUnavailableError` raised. (gRPC's keepalive
+  cannot do this sooner than in five minutes: TFF's worker refuses more frequent pings.)
   """
 
   def __init__(self, rpc, address: str, outage: dict, timeout_s: float,
@@ -129,7 +135,7 @@ class _WatchedRpc:
 
   def __call__(self, request, **kwargs):
     try:
-      response = self._rpc(request, **kwargs)
+      response = self._result(self._rpc.future(request, **kwargs))
     except grpc.RpcError as e:
       if isinstance(e, grpc.Call) and e.code() in executors_errors.get_grpc_retryable_error_codes():
         death = self._death() if self._death is not None else None
@@ -147,6 +153,49 @@ class _WatchedRpc:
       raise
     self._outage.pop('since', None)
     return response
+
+  def _result(self, future):
+    """The call's response, or `WorkerUnavailableError` once the worker has been silent for
+    more than `timeout_s` (gRPC errors of the call pass through)."""
+    every_s = min(_PROBE_EVERY_S, self._timeout_s)
+    silent_since = None
+    while True:
+      try:
+        return future.result(timeout=every_s)
+      except grpc.FutureTimeoutError:
+        pass
+      asked = time.monotonic()
+      if _answers(self._address, every_s):
+        silent_since = None
+        continue
+      silent_since = asked if silent_since is None else silent_since
+      if time.monotonic() - silent_since > self._timeout_s:
+        future.cancel()
+        death = self._death() if self._death is not None else None
+        raise WorkerUnavailableError(
+            self._address, f'answered nothing for more than {self._timeout_s:.0f} s during a '
+            'call (a stopped or frozen process, a paused machine, a broken link?). Restart it '
+            f'(python -m experiments.worker --port={self._address.rpartition(":")[2]}) and '
+            'start the same command again to resume from the last checkpoint.'
+            if death is None else f"TFF's local worker {death} during a round.")
+
+
+# How often a worker with a call in flight is asked whether it answers (seconds).
+_PROBE_EVERY_S = 10.0
+
+
+def _answers(address: str, timeout_s: float) -> bool:
+  """Whether the worker at `address` completes a gRPC handshake on a fresh connection within
+  `timeout_s`: a stopped process still accepts TCP connections (the kernel does), but
+  does not answer the handshake."""
+  channel = grpc.insecure_channel(address)
+  try:
+    grpc.channel_ready_future(channel).result(timeout=timeout_s)
+    return True
+  except grpc.FutureTimeoutError:
+    return False
+  finally:
+    channel.close()
 
 
 class _WorkerChannel:
