@@ -5,7 +5,8 @@
 * A flag error prints one line (`error: ...`) and exits 2, before any work.
 * An exception of a kind in `EXIT_STATUS`, raised by `main`, prints `error: <message>` as one
   line and exits with its status: 2 bad input (flags, data, a configuration that does not
-  fit the run directory), 3 a TFF worker unreachable, 4 non-finite training or evaluation.
+  fit the run directory), 3 a TFF worker unreachable, 4 non-finite training or evaluation,
+  5 a file that cannot be read or written (a full disk, a file size limit, permissions).
 * TFF's local context prints an ignored `AttributeError` from `ServiceManager.__del__` at
   every interpreter exit (its `subprocess` module is already gone); a binary mutes that one
   message (`cleanup.mute_tff_shutdown_noise`).
@@ -26,7 +27,7 @@ from tff_flare.experiment import config as config_lib
 from tff_flare.simulation import hooks
 from tff_flare.tasks import data_sources
 
-BAD_INPUT, WORKER_UNAVAILABLE, NON_FINITE, INTERRUPTED = 2, 3, 4, 130
+BAD_INPUT, WORKER_UNAVAILABLE, NON_FINITE, CANNOT_WRITE, INTERRUPTED = 2, 3, 4, 5, 130
 # The data directory the binaries read by default (`python -m experiments.get_data` fills it),
 # relative to where they run: the repository's root.
 DEFAULT_DATA_DIR = data_sources.DEFAULT_DATA_DIR
@@ -44,6 +45,7 @@ EXIT_STATUS = (
     (remote.WorkerUnavailableError, WORKER_UNAVAILABLE),
     (hooks.NonFiniteRoundError, NON_FINITE),
     (hooks.NonFiniteEvaluationError, NON_FINITE),
+    (OSError, CANNOT_WRITE),  # Checkpoints' `SaveError` among them.
 )
 
 

@@ -20,7 +20,8 @@ one), `local` (TFF's local runtime, a `worker_binary` subprocess), or `remote` T
 Exit status (`experiments/binary.py`): 0 done; 2 bad input (flags, data, checkpoint, a
 configuration that does not match the run being resumed); 3 a TFF worker is down or
 unreachable (start the same command again once it is back); 4 an algorithm diverged (every
-client of it non-finite in a round, or its model evaluating to a non-finite test loss); 130
+client of it non-finite in a round, or its model evaluating to a non-finite test loss); 5 a
+file cannot be written (a full disk; start the same command again once there is space); 130
 interrupted (Ctrl-C; resumable).
 """
 

@@ -34,6 +34,7 @@ from typing import Optional
 
 from experiments import runs as runs_lib
 from experiments import spec
+from tff_flare.execution import cleanup
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS = pathlib.Path('experiments') / 'results'  # The committed results, in the repository.
@@ -289,12 +290,17 @@ def execute(runs: Sequence[tuple[spec.Figure, spec.Run]], results: pathlib.Path,
   status 2: the message is printed), else 1.
 
   Raises:
-    ReproduceError: a run's directory holds a run made with other flags (checked for every
-      run before any starts).
+    ReproduceError: a run's directory holds a run made with other flags, or a link where
+      this writes (checked for every run before any starts).
   """
   results = pathlib.Path(results)
   for figure, run in runs:
-    check_recorded_flags(run, results / figure.name / run.name)
+    run_dir = results / figure.name / run.name
+    for path in (run_dir, run_dir / COMMAND_FILE, run_dir / LOG_FILE):
+      if path.is_symlink():  # What this writes there, it writes through no link.
+        raise ReproduceError(f'{path} is a symbolic link: remove it (a run writes only files '
+                             'it makes).')
+    check_recorded_flags(run, run_dir)
   goal = {id(r): r.rounds if until_round is None else min(r.rounds, until_round) for _, r in runs}
   pending = [(f, r) for f, r in runs
              if runs_lib.rounds_done(results / f.name / r.name) < goal[id(r)]]
@@ -324,8 +330,11 @@ def execute(runs: Sequence[tuple[spec.Figure, spec.Run]], results: pathlib.Path,
         log(f'{figure.name}/{run.name}: {printable(args)}'
             f'{"" if core is None else f"  (core {core})"}')
         with open(run_dir / LOG_FILE, 'a') as log_file:
+          # A run ends as on Ctrl-C (resumable) when this process dies, however it dies
+          # (SIGTERM, SIGHUP, SIGKILL): no run trains on unwatched, holding its directory.
           process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT,
-                                     start_new_session=True, env=env)
+                                     start_new_session=True, env=env,
+                                     preexec_fn=cleanup.parent_death_signal(signal.SIGINT))
         running[process] = (figure, run, core)
       time.sleep(0.5)
       for process in [p for p in running if p.poll() is not None]:

@@ -118,11 +118,15 @@ class CompareForResumeTest(tf.test.TestCase):
 
   def test_a_knob_added_since_counts_as_its_default(self):
     # A run made before `qsgd_levels` existed (default 4) resumes; another value is refused.
-    old = config_lib.as_dict(_config('out'))
+    qsgd = dict(algorithms=('qsgd_ef',))
+    old = config_lib.as_dict(_config('out', **qsgd))
     del old['qsgd_levels']
-    self.assertEqual(config_lib.compare_for_resume(old, _config('out')), {})
+    self.assertEqual(config_lib.compare_for_resume(old, _config('out', **qsgd)), {})
     with self.assertRaisesRegex(config_lib.ConfigError, 'qsgd_levels: 4 then, 3 now'):
-      config_lib.compare_for_resume(old, _config('out', qsgd_levels=3))
+      config_lib.compare_for_resume(old, _config('out', qsgd_levels=3, **qsgd))
+    # A knob that none of the run's algorithms takes is not compared.
+    without = config_lib.as_dict(_config('out', qsgd_levels=8))
+    self.assertEqual(config_lib.compare_for_resume(without, _config('out')), {})
 
 
 if __name__ == '__main__':

@@ -1,5 +1,6 @@
 """Tests of `tff_flare.experiment.runner`: resume, refused configurations, data errors."""
 
+import csv
 import dataclasses
 import json
 import os
@@ -80,8 +81,9 @@ class ResumeTest(tf.test.TestCase):
     for path in (output / 'checkpoints' / 'program_state_3').rglob('*.pb'):
       path.write_bytes(b'garbage')
     with self.assertRaisesRegex(config_lib.ConfigError,
-                                r'Checkpoint 3 under .*cannot be restored .* Remove it to resume '
-                                r'from the checkpoint after round 2'):
+                                r'The checkpoint after round 2 cannot be restored .* Remove '
+                                r'.*program_state_3 and .*client_states_3 to resume from the '
+                                r'checkpoint after round 1\.'):
       _run(_config(output, algorithms=('ec',), rounds=4))
 
 
@@ -138,6 +140,7 @@ class RefusedRunTest(tf.test.TestCase):
       self.assertEqual(sorted(p.name for p in output.iterdir()), ['.lock'])  # Nothing written.
     summary, _ = _run(_config(output, algorithms=('fedavg',), rounds=1))  # Released.
     self.assertEqual(summary['rounds'], 1)
+    self.assertFalse((output / '.lock').exists())  # Removed when the run ended.
 
   def test_a_directory_of_something_else_is_refused(self):
     output = pathlib.Path(self.get_temp_dir()) / 'foreign'
@@ -146,6 +149,84 @@ class RefusedRunTest(tf.test.TestCase):
     with self.assertRaisesRegex(config_lib.ConfigError, r'is not empty \(notes.txt\) and '
                                 'holds no run of this project'):
       _run(_config(output, algorithms=('fedavg',), rounds=1))
+    self.assertEqual(sorted(p.name for p in output.iterdir()), ['notes.txt'])  # No .lock left.
+
+  def test_no_file_is_written_through_a_link(self):
+    base = pathlib.Path(self.get_temp_dir())
+    victim = base / 'victim.txt'
+    victim.write_text('mine')
+    for name in ('.lock', '.write_probe', 'summary.json', 'checkpoints'):
+      output = base / f'links_{name}'
+      output.mkdir()
+      (output / name).symlink_to(victim)
+      with self.assertRaisesRegex(config_lib.ConfigError, f'{name} is a symbolic link'):
+        _run(_config(output, algorithms=('fedavg',), rounds=1))
+    self.assertEqual(victim.read_text(), 'mine')
+    (base / 'linked_dir').symlink_to(base / 'links_.lock', target_is_directory=True)
+    with self.assertRaisesRegex(config_lib.ConfigError, 'linked_dir is a symbolic link'):
+      _run(_config(base / 'linked_dir', algorithms=('fedavg',), rounds=1))
+    (base / 'linked_dir').unlink()  # TF's removal of the test's folder fails on it.
+
+  def test_a_run_stopped_before_its_first_checkpoint_starts_again(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'early'
+    whole, _ = _run(_config(output, algorithms=('ec',), rounds=2))
+    # As a run stopped during its first rounds leaves it: rows, no checkpoint, no summary.
+    shutil.rmtree(output / 'checkpoints')
+    (output / 'summary.json').unlink()
+    again, lines = _run(_config(output, algorithms=('ec',), rounds=2))
+    self.assertIn('No checkpoint yet (stopped before the first): starting again from round 0.',
+                  lines)
+    self.assertAllClose(again['final_eval']['ec'], whole['final_eval']['ec'], rtol=1e-6)
+    with open(output / 'metrics.csv', newline='') as f:
+      self.assertEqual([int(r['round']) for r in csv.DictReader(f)], [0, 1, 2])
+    # Finished, without checkpoints (as committed): starting again would write over it.
+    shutil.rmtree(output / 'checkpoints')
+    with self.assertRaisesRegex(config_lib.ConfigError, 'holds a finished run but no '
+                                'checkpoint'):
+      _run(_config(output, algorithms=('ec',), rounds=3))
+
+  def test_a_resume_on_other_data_is_refused_and_a_moved_file_is_not(self):
+    base = pathlib.Path(self.get_temp_dir())
+
+    def mnist_like(path, seed):
+      rng = np.random.default_rng(seed)
+      np.savez(path, x_train=rng.integers(0, 255, (100, 28, 28), np.uint8),
+               y_train=np.arange(100) % 10, x_test=rng.integers(0, 255, (20, 28, 28), np.uint8),
+               y_test=np.arange(20) % 10)
+
+    data = base / 'mnist.npz'
+    mnist_like(data, 0)
+    output = base / 'data_run'
+    settings = dict(task='mnist_logreg', source='npz', algorithms=('fedavg',),
+                    clients_per_round=None)
+    _run(_config(output, data_path=str(data), rounds=1, **settings))
+    recorded = json.loads((output / 'config.json').read_text())['data']
+    mnist_like(data, 1)  # Another file at the same path.
+    with self.assertRaisesRegex(config_lib.ConfigError, rf'holds a run on other data '
+                                rf'\(fingerprint {recorded} then'):
+      _run(_config(output, data_path=str(data), rounds=2, **settings))
+    mnist_like(base / 'moved.npz', 0)  # The same data elsewhere.
+    summary, lines = _run(_config(output, data_path=str(base / 'moved.npz'), rounds=2,
+                                  **settings))
+    self.assertEqual(summary['data'], recorded)
+    self.assertTrue(any('data_path' in line for line in lines if 'changed settings' in line))
+
+  def test_a_knob_of_no_algorithm_of_the_run_does_not_block_a_resume(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'knob'
+    _run(_config(output, algorithms=('ec',), rounds=1, qsgd_levels=8))
+    summary, _ = _run(_config(output, algorithms=('ec',), rounds=2))
+    self.assertEqual(summary['rounds'], 2)
+
+  def test_client_states_move_to_disk_on_resume_not_back(self):
+    base = pathlib.Path(self.get_temp_dir())
+    whole, _ = _run(_config(base / 'whole', algorithms=('ec',), rounds=3))
+    _run(_config(base / 'moved', algorithms=('ec',), rounds=2))
+    moved, lines = _run(_config(base / 'moved', algorithms=('ec',), rounds=3,
+                                client_state_storage='disk'))
+    self.assertIn('Resuming from the checkpoint after round 1.', lines)
+    self.assertAllClose(moved['final_eval']['ec'], whole['final_eval']['ec'], rtol=1e-6)
+    with self.assertRaisesRegex(config_lib.ConfigError, 'resumes with client_state_storage=disk'):
+      _run(_config(base / 'moved', algorithms=('ec',), rounds=4))
 
   def test_a_model_check_fails_before_anything_is_written(self):
     output = pathlib.Path(self.get_temp_dir()) / 'keep_all'

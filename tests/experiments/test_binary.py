@@ -5,6 +5,8 @@ themselves are checked in-process by the tests of the modules that raise them.
 """
 
 import os
+import pathlib
+import resource
 import signal
 import subprocess
 import sys
@@ -24,12 +26,15 @@ OWN_FLAG = dict(run_experiment='--tau_decay', run_masking='--keep_probability',
                 reproduce='--results_dir', worker='--port', get_data='--datasets')
 
 
-def _start(module: str, *args: str, quiet: bool = True) -> subprocess.Popen:
+def _start(module: str, *args: str, quiet: bool = True,
+           file_size_limit: int = -1) -> subprocess.Popen:
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
   if not quiet:  # As a user starts it: the binary itself keeps TensorFlow quiet.
     env.pop('TF_CPP_MIN_LOG_LEVEL')
+  limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
   return subprocess.Popen([sys.executable, '-m', f'experiments.{module}', *args], env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=limit if file_size_limit >= 0 else None)
 
 
 def _finish(process: subprocess.Popen, timeout_s: float = 300) -> tuple[int, str, str]:
@@ -75,13 +80,19 @@ class BinaryTest(tf.test.TestCase):
                   '--workers=localhost:1', '--worker_timeout_s=1', f'--output_dir={out}/gone'),
         4: _start('run_experiment', *digits, '--algorithms=fedavg', '--rounds=1',
                   '--learning_rate=1e38', f'--output_dir={out}/huge'),
+        # `ulimit -f 30`: a file of more than 30 KiB fails, as on a full disk.
+        5: _start('run_experiment', *digits, '--algorithms=flare,ef21', '--rounds=3',
+                  '--checkpoint_every=1', f'--output_dir={out}/full', file_size_limit=30 << 10),
     }
     messages = {2: 'error: seed must be an int in [0, 2^31), got -1',
                 3: 'error: TFF worker localhost:1: no worker answers',
-                4: 'error: The model of fedavg after 1 rounds evaluates to test loss nan'}
+                4: 'error: The model of fedavg after 1 rounds evaluates to test loss nan',
+                5: 'error: The checkpoint after round 0 could not be written'}
     for expected, process in runs.items():
       status, _, stderr = _finish(process)
       self.assert_one_line(stderr, status, expected, messages[expected])
+    # No half checkpoint: nothing in checkpoints/ after the failed first save.
+    self.assertEqual(list((pathlib.Path(out) / 'full' / 'checkpoints').iterdir()), [])
 
   def test_ctrl_c_while_starting_is_one_line(self):
     process = _start('run_experiment', f'--output_dir={self.get_temp_dir()}/interrupted')

@@ -6,7 +6,10 @@ import json
 import os
 import pathlib
 import subprocess
+import sys
 import tempfile
+import textwrap
+import time
 
 import tensorflow as tf
 
@@ -30,6 +33,15 @@ def _tiny_figure(rounds: int = 2, seeds=(0, 1)) -> spec.Figure:
 def _rounds_in_csv(run_dir: pathlib.Path) -> list[int]:
   with open(run_dir / 'metrics.csv', newline='') as f:
     return [int(row['round']) for row in csv.DictReader(f)]
+
+
+def _alive(pid: int) -> bool:
+  """Whether process `pid` runs (a zombie does not)."""
+  try:
+    with open(f'/proc/{pid}/stat', 'rb') as f:
+      return f.read().rsplit(b')', 1)[1].split()[0] != b'Z'
+  except OSError:
+    return False
 
 
 def _repository_state() -> str:
@@ -92,6 +104,34 @@ class ScheduleTest(tf.test.TestCase):
     self.assertIn('--data_path=/d/mnist.npz', args)
     self.assertEqual(schedule.printable(args).split()[:3], ['python', '-m',
                                                             'experiments.run_experiment'])
+
+  def test_a_run_ends_resumable_when_the_scheduler_is_killed(self):
+    # SIGKILL (no handler can run): the kernel gives the run SIGINT, as Ctrl-C would.
+    results = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    script = textwrap.dedent(f"""
+        import pathlib
+        from experiments import schedule
+        from tests.experiments import test_schedule
+        figure = test_schedule._tiny_figure(rounds=100000, seeds=(0,))
+        schedule.execute([(figure, figure.runs[0])], pathlib.Path({str(results)!r}), '',
+                         pin=False)
+        """)
+    scheduler = subprocess.Popen([sys.executable, '-c', script], cwd=schedule.ROOT,
+                                 env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'),
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_dir = results / 'tiny' / 'seed0'
+    deadline = time.monotonic() + 240
+    while not (run_dir / 'checkpoints' / 'program_state_2').exists():
+      self.assertLess(time.monotonic(), deadline, 'the run did not start')
+      time.sleep(0.5)
+    pid = int((run_dir / '.lock').read_text())
+    scheduler.kill()
+    scheduler.wait()
+    deadline = time.monotonic() + 60
+    while _alive(pid):
+      self.assertLess(time.monotonic(), deadline, 'the run outlived its scheduler')
+      time.sleep(0.5)
+    self.assertIn('Interrupted', (run_dir / 'log.txt').read_text())
 
   def test_a_failed_run_is_reported(self):
     results = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))

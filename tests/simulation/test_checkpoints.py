@@ -8,6 +8,7 @@ import os
 import pathlib
 import tempfile
 from typing import Any
+from unittest import mock
 
 from absl.testing import parameterized
 import numpy as np
@@ -121,9 +122,36 @@ class CheckpointsTest(tf.test.TestCase, parameterized.TestCase):
     for path in pathlib.Path(directory, 'client_states_2', 'ec').iterdir():
       path.unlink()
     with self.assertRaisesRegex(checkpoints_lib.CheckpointError,
-                                r'Checkpoint 2 under .* cannot be restored .*no client '
-                                r'states.* resume from the checkpoint after round 1'):
+                                r'The checkpoint after round 1 cannot be restored .*no client '
+                                r'states.* resume from the checkpoint after round 0\.'):
       checkpoints.restore()
+
+  def test_a_save_that_cannot_write_leaves_nothing_and_says_so(self):
+    runs, directory = self._runs('memory'), self._directory()
+    checkpoints = checkpoints_lib.Checkpoints(directory, runs, _IDS)
+    checkpoints.save(1)
+
+    def full_disk(*args, **kwargs):  # What np.save raises under `ulimit -f`.
+      raise OSError('8192 requested and 7648 written')
+
+    with mock.patch.object(np, 'save', full_disk):
+      with self.assertRaisesRegex(checkpoints_lib.SaveError,
+                                  r'The checkpoint after round 1 could not be written .*8192 '
+                                  r'requested.* resume from the checkpoint after round 0\.'):
+        checkpoints.save(2)
+    self.assertEqual(sorted(p.name for p in pathlib.Path(directory).iterdir()),
+                     ['client_states_1', 'program_state_1'])
+    self.assertEqual(checkpoints.restore(), 1)
+
+  def test_what_unfinished_saves_left_is_removed_at_restore(self):
+    runs, directory = self._runs('memory'), self._directory()
+    checkpoints = checkpoints_lib.Checkpoints(directory, runs, _IDS)
+    checkpoints.save(1)
+    for name in ('program_state_2_temp4711', 'client_states_2.tmp'):
+      (pathlib.Path(directory) / name / 'x').mkdir(parents=True)
+    self.assertEqual(checkpoints.restore(), 1)
+    self.assertEqual(sorted(p.name for p in pathlib.Path(directory).iterdir()),
+                     ['client_states_1', 'program_state_1'])
 
   def test_a_checkpoint_with_the_clients_inside_the_program_state_restores(self):
     runs, directory = self._runs('memory'), self._directory()

@@ -133,9 +133,16 @@ class DiskClientStateStoreTest(tf.test.TestCase):
     store = client_state.DiskClientStateStore(_initial, directory)
     store.update(['a'], [_state(1.0)])
     saved = store.checkpoint_arrays(['a'])
-    memory_checkpoint = client_state.ClientStateStore(_initial).checkpoint_arrays(['a'])
-    with self.assertRaisesRegex(client_state.ClientStateMismatchError, 'disk store'):
-      store.restore_checkpoint_arrays(['a'], memory_checkpoint)
+    memory = client_state.ClientStateStore(_initial)
+    with self.assertRaisesRegex(client_state.ClientStateMismatchError,
+                                "a disk store's index, not the states"):
+      memory.restore_checkpoint_arrays(['a'], saved)
+    # The other way works: a checkpoint of states in memory is written out as files.
+    memory.update(['a'], [_state(5.0)])
+    moved = client_state.DiskClientStateStore(_initial, tempfile.mkdtemp(
+        dir=self.get_temp_dir()))
+    moved.restore_checkpoint_arrays(['a'], memory.checkpoint_arrays(['a']))
+    self.assertAllEqual(moved.get('a')['accumulator'][1], np.full((3,), 5.0))
     for root, _, files in os.walk(directory):
       for name in files:
         os.remove(os.path.join(root, name))

@@ -177,6 +177,16 @@ class ImageFolderSourceTest(tf.test.TestCase):
     super().setUp()
     os.environ['TFF_FLARE_CACHE'] = os.path.join(self.get_temp_dir(), 'cache')
 
+  def test_the_cache_follows_the_images_not_the_folder(self):
+    root = pathlib.Path(self.get_temp_dir()) / 'changing'
+    _write_imagefolder(root)
+    before = data_sources.load_images('cifar10', 'imagefolder', str(root))
+    (root / 'train' / 'cat' / '0001.png').unlink()  # The folder's own size and time may stay.
+    after = data_sources.load_images('cifar10', 'imagefolder', str(root))
+    self.assertLen(before.y_train, 3)
+    self.assertLen(after.y_train, 2)
+    self.assertNotEqual(after.fingerprint, before.fingerprint)
+
   def test_directory_and_tar_gz(self):
     root = pathlib.Path(self.get_temp_dir()) / 'images'
     images = _write_imagefolder(root)

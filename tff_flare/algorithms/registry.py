@@ -152,6 +152,12 @@ def knob_fields() -> dict[str, dataclasses.Field]:
 KNOB_NAMES = tuple(knob_fields())
 
 
+def knobs_of(names) -> set[str]:
+  """The knobs the algorithms `names` take (a knob of none of them changes nothing)."""
+  return {field.name for name in names if name in ALGORITHMS
+          for field in dataclasses.fields(ALGORITHMS[name].params)}
+
+
 class Hyperparameters:
   """The run's value of every knob (defaults: the knobs'), and its `Context`.
 

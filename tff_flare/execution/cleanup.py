@@ -12,6 +12,8 @@ parent's stdout/stderr, and one that outlives its parent holds the parent's outp
   * `install_process_cleanup()` is for binaries: it stops the workers at exit, on SIGTERM and
     SIGHUP (then the process dies of that signal) and on Ctrl-C (then it exits at once with
     status 130; see `_stop_workers_then_exit_130`). Importing this module does none of this.
+  * `parent_death_signal(signum)` is the same for any child (`experiments/schedule.py`
+    gives its runs SIGINT: a run ends as on Ctrl-C, resumable, when the scheduler dies).
   * `stop_workers_at_exit()` stops them when the process exits (`runner.simulate` calls it);
     `stopping_local_workers()` is a context manager for a notebook or a script.
 """
@@ -24,16 +26,23 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 WORKER_BINARY_NAME = 'worker_binary'
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
-  """In the forked child, before exec: get SIGKILL when the parent dies (Linux prctl)."""
-  libc = ctypes.CDLL(None, use_errno=True)
-  libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+def parent_death_signal(signum: int = signal.SIGKILL) -> Callable[[], None]:
+  """A `preexec_fn`: in the forked child, before exec, ask the kernel to send it `signum`
+  when its parent dies, however the parent dies (Linux prctl; elsewhere nothing)."""
+  def preexec() -> None:
+    if sys.platform.startswith('linux'):
+      libc = ctypes.CDLL(None, use_errno=True)
+      libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
+  return preexec
+
+
+_die_with_parent = parent_death_signal(signal.SIGKILL)
 
 
 class WorkerPopen(subprocess.Popen):

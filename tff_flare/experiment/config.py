@@ -8,8 +8,10 @@ flags into a config and print that message with exit status 2.
 Resuming: a run records its configuration in `<output_dir>/config.json`. Started again on
 the same directory, it compares (`compare_for_resume`): a setting that changes the results
 (the algorithms, the task, a hyperparameter, the seed, ...) stops the run with the names of
-the fields that differ; `RESUMABLE_FIELDS` (the number of rounds, evaluation, checkpoints and
-where the rounds execute) may change, and each change is recorded in `config.json`.
+the fields that differ; `RESUMABLE_FIELDS` (the number of rounds, evaluation, checkpoints,
+where the rounds execute, where the client states are kept, where the data is: its content
+is checked by its fingerprint) may change, and each change is recorded in `config.json`; a
+knob that none of the run's algorithms takes is not compared.
 """
 
 import dataclasses
@@ -33,7 +35,8 @@ CLIENT_STATE_STORAGES = ('memory', 'disk')
 CLIENT_WEIGHTINGS = ('uniform', 'num_examples')
 # Settings a resumed run may change: they do not change what a round computes.
 RESUMABLE_FIELDS = ('output_dir', 'rounds', 'eval_every', 'checkpoint_every', 'execution',
-                    'workers', 'worker_timeout_s', 'client_threads', 'allow_nonfinite_rounds')
+                    'workers', 'worker_timeout_s', 'client_threads', 'allow_nonfinite_rounds',
+                    'client_state_storage', 'data_path', 'data_dir')
 
 
 class ConfigError(ValueError):
@@ -268,12 +271,31 @@ def _validate(config: ExperimentConfig) -> None:
   validate_run(config, population)
 
 
+def check_no_links(output_dir: str) -> None:
+  """Refuses an output directory that is, or holds, a symbolic link: a run writes no file
+  through a link it did not make (it would write where it was not told to)."""
+  if os.path.islink(output_dir):
+    raise ConfigError(f'Output directory {output_dir} is a symbolic link: give the directory '
+                      'it points to.')
+  for parent, directories, files in os.walk(output_dir):
+    for name in directories + files:
+      path = os.path.join(parent, name)
+      if os.path.islink(path):
+        raise ConfigError(f'{path} is a symbolic link: a run writes only files it makes. '
+                          'Remove it, or use another --output_dir.')
+
+
 def check_writable(output_dir: str) -> None:
+  """Creates `output_dir` if needed; refuses one that is not writable or holds a link."""
+  check_no_links(output_dir)
   try:
     os.makedirs(output_dir, exist_ok=True)
     probe = pathlib.Path(output_dir) / '.write_probe'
-    probe.write_text('ok')
+    os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
     probe.unlink()
+  except FileExistsError:
+    raise ConfigError(f'{output_dir}/.write_probe exists: another program is checking the '
+                      'directory, or one was stopped while doing so. Remove the file.') from None
   except OSError as e:
     raise ConfigError(f'Output directory {output_dir} is not writable: {e}') from e
 
@@ -298,6 +320,14 @@ def compare_for_resume(recorded: dict[str, Any], config: RunSettings) -> dict[st
        if f.default is not dataclasses.MISSING}, default=list))
   then = {name: recorded.get(name, defaults.get(name)) for name in now}
   changed = {name: [then[name], value] for name, value in now.items() if then[name] != value}
+  if 'algorithms' not in changed and 'algorithms' in now:  # A knob none of them takes.
+    unused = set(algorithms.KNOB_NAMES) - algorithms.knobs_of(now['algorithms'])
+    changed = {name: values for name, values in changed.items() if name not in unused}
+  if changed.get('client_state_storage') == ['disk', 'memory']:
+    raise ConfigError(
+        f'{config.output_dir} holds a run whose client states are on disk (client_states/): '
+        'its checkpoints refer to those files, so it resumes with client_state_storage=disk '
+        '(memory to disk can switch).')
   fixed = {name: values for name, values in changed.items() if name not in RESUMABLE_FIELDS}
   if fixed:
     details = '; '.join(f'{name}: {old!r} then, {new!r} now' for name, (old, new) in

@@ -20,6 +20,7 @@ import fcntl
 import json
 import os
 import pathlib
+import shutil
 import time
 from collections.abc import Mapping
 from typing import Callable, Iterator, Optional, Union
@@ -42,6 +43,10 @@ from tff_flare.simulation import sampling
 from tff_flare.tasks import registry as tasks
 
 CONFIG_FILE = 'config.json'
+SUMMARY_FILE = 'summary.json'
+# What a run writes besides its checkpoints: removed when a run stopped before its first
+# checkpoint starts again.
+_ROUND_OUTPUTS = ('metrics.csv', 'tensorboard', 'client_states')
 LOCK_FILE = '.lock'
 
 
@@ -92,30 +97,43 @@ def exclusive_output_dir(output_dir: str) -> Iterator[None]:
   A second run started on the same directory (a second `reproduce`, two overlapping shards)
   would write the same checkpoints and rows as the first and mix them; it is refused instead.
   The kernel releases the lock when its process ends, however it ends (a kill, a crash), so a
-  lock is never left stale. `flock` is local to one machine: shards on several machines need
+  lock is never left stale; the file is removed when the run ends or is refused. A link in
+  the directory is refused (`config.check_no_links`): a run writes no file through a link. `flock` is local to one machine: shards on several machines need
   directories of their own, as `reproduce --shard` gives them.
 
   Raises:
     config_lib.ConfigError: another process holds the directory.
   """
+  config_lib.check_no_links(output_dir)
   path = pathlib.Path(output_dir) / LOCK_FILE
-  with open(path, 'a+') as lock:
+  while True:
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    lock = os.fdopen(descriptor, 'r+')
     try:
       fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-      lock.seek(0)
       holder = lock.read().strip() or 'unknown'
+      lock.close()
       raise config_lib.ConfigError(
           f'{output_dir} is in use by another run (pid {holder}): two runs in one directory '
           'would mix their checkpoints and rows. Wait for it or stop it, or use another '
           '--output_dir.') from None
+    try:  # Locked; still the file at `path` (not one an ending run has just removed)?
+      same = os.path.samestat(os.fstat(descriptor), os.stat(path, follow_symlinks=False))
+    except FileNotFoundError:
+      same = False
+    if same:
+      break
+    lock.close()
+  try:
     lock.truncate(0)
     lock.write(str(os.getpid()))
     lock.flush()
-    try:
-      yield
-    finally:
-      fcntl.flock(lock, fcntl.LOCK_UN)
+    yield
+  finally:
+    path.unlink(missing_ok=True)  # Removed while still held: no lock file is left behind.
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    lock.close()
 
 
 def _check_output_dir(config: config_lib.RunSettings, checkpoint_rounds: list[int]) -> None:
@@ -133,11 +151,10 @@ def _check_output_dir(config: config_lib.RunSettings, checkpoint_rounds: list[in
           f'{output} is not empty ({", ".join(foreign[:3])}{", ..." if len(foreign) > 3 else ""}) '
           f'and holds no run of this project (no {CONFIG_FILE}): use a new or empty '
           '--output_dir.')
-  if not checkpoint_rounds and (output / 'metrics.csv').exists():
+  if not checkpoint_rounds and (output / SUMMARY_FILE).exists():
     raise config_lib.ConfigError(
-        f'{output} holds the rows of a run but no checkpoint to continue it from (committed '
-        'results keep none): starting again would write over them. Use another '
-        '--output_dir.')
+        f'{output} holds a finished run but no checkpoint to continue it from (committed '
+        'results keep none): starting again would write over it. Use another --output_dir.')
   if checkpoint_rounds and max(checkpoint_rounds) > config.rounds:
     raise config_lib.ConfigError(
         f'{output} holds a run checkpointed after {max(checkpoint_rounds)} rounds; '
@@ -147,7 +164,8 @@ def _check_output_dir(config: config_lib.RunSettings, checkpoint_rounds: list[in
 
 def _record_config(config: config_lib.RunSettings, log, facts: Optional[dict] = None) -> dict:
   """Checks the configuration against the recorded one; records it (and any change), with
-  `facts` (e.g. the algorithms a `simulate` run trains, which must not change either)."""
+  `facts` that must not change either: the algorithms a `simulate` run trains, and `data`,
+  the fingerprint of a task's data (the data a run resumes on is the data it started on)."""
   path = pathlib.Path(config.output_dir) / CONFIG_FILE
   record = None
   if path.exists():
@@ -156,14 +174,20 @@ def _record_config(config: config_lib.RunSettings, log, facts: Optional[dict] = 
     except (OSError, ValueError) as e:
       raise config_lib.ConfigError(f'{path} cannot be read ({e}); it records the run of this '
                                    'directory. Restore it, or use another --output_dir.')
-  facts = {k: v for k, v in (facts or {}).items() if k == 'algorithms'}
+  facts = {k: v for k, v in (facts or {}).items() if k in ('algorithms', 'data')}
   if record is None:
     record = dict(config=config_lib.as_dict(config), changes=[], **facts)
   else:
-    if facts and record.get('algorithms') != facts['algorithms']:
+    if 'algorithms' in facts and record.get('algorithms') != facts['algorithms']:
       raise config_lib.ConfigError(
           f'{config.output_dir} holds a run of {record.get("algorithms")}; these processes are '
           f'{facts["algorithms"]}. Use another output_dir, or the same processes.')
+    if facts.get('data') is not None and record.get('data', facts['data']) != facts['data']:
+      raise config_lib.ConfigError(
+          f'{config.output_dir} holds a run on other data (fingerprint {record["data"]} then, '
+          f'{facts["data"]} now: a data file replaced or changed?). Resuming would train one '
+          'run on two data sets: restore the data, or use another --output_dir.')
+    record.update({k: v for k, v in facts.items() if v is not None})  # A run made before.
     changed = config_lib.compare_for_resume(record['config'], config)
     if changed:
       log('Resuming with changed settings: ' + ', '.join(
@@ -212,7 +236,8 @@ def run_experiment(config: config_lib.ExperimentConfig,
     return _run_processes(processes, task.client_datasets, list(task.train_data.client_ids),
                           evaluation.build_evaluate_fn(task.model_fn, task.test_data), config,
                           dict(task_hparams={k: v for k, v in task.hparams.items()
-                                             if not callable(v)}), log)
+                                             if not callable(v)}, data=task.data_fingerprint),
+                          log)
 
 
 ClientData = Union[tff.simulation.datasets.ClientData, Mapping[str, tf.data.Dataset]]
@@ -291,6 +316,14 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
   checkpoint_rounds = checkpoints_lib.saved_rounds(output / 'checkpoints')
   _check_output_dir(settings, checkpoint_rounds)
   record = _record_config(settings, log, facts)
+  if not checkpoint_rounds and (output / 'metrics.csv').exists():
+    log('No checkpoint yet (stopped before the first): starting again from round 0.')
+    for name in _ROUND_OUTPUTS:
+      entry = output / name
+      if entry.is_dir():
+        shutil.rmtree(entry)
+      else:
+        entry.unlink(missing_ok=True)
   execution = modes.build_execution(settings.execution, settings.workers,
                                     timeout_s=settings.worker_timeout_s,
                                     num_threads=settings.client_threads)
@@ -342,5 +375,5 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
       num_trainable_parameters=int(sum(np.size(t) for t in runs[0].model_weights().trainable)),
       gpus=[d.name for d in tf.config.list_physical_devices('GPU')],
       seconds_this_session=time.perf_counter() - started)
-  (output / 'summary.json').write_text(json.dumps(summary, indent=2, default=str))
+  (output / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str))
   return summary

@@ -29,10 +29,12 @@ from collections.abc import Sequence
 import gc
 import os
 import pathlib
+import re
 import shutil
 from typing import Optional
 
 import numpy as np
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_flare.simulation import loop
@@ -44,6 +46,16 @@ _PROGRAM_PREFIX = 'program_state_'  # FileProgramStateManager's directories.
 
 class CheckpointError(ValueError):
   """A checkpoint that cannot be restored."""
+
+
+class SaveError(OSError):
+  """A checkpoint that cannot be written (a full disk, a file size limit); nothing of it is
+  left, and the checkpoints before it are intact."""
+
+
+# What a save that did not finish leaves: FileProgramStateManager's `program_state_<n>_temp<k>`
+# and this module's `client_states_<n>.tmp`.
+_UNFINISHED = re.compile(rf'({_PROGRAM_PREFIX}\d+_temp\d*|{_CLIENTS_PREFIX}\d+\.tmp)')
 
 
 def saved_rounds(directory) -> list[int]:
@@ -117,12 +129,36 @@ class Checkpoints:
     """The rounds of the checkpoints on disk, oldest first."""
     return sorted(asyncio.run(self._manager.get_versions()) or [])
 
+  def remove_unfinished(self) -> None:
+    """Removes what saves that did not finish left (a kill or a full disk during a save)."""
+    if self._directory.is_dir():
+      for entry in self._directory.iterdir():
+        if _UNFINISHED.fullmatch(entry.name) and not entry.is_symlink():
+          shutil.rmtree(entry, ignore_errors=True)
+
   def save(self, round_num: int) -> None:
-    """Checkpoints the state after `round_num` rounds, then frees the save's cyclic garbage."""
+    """Checkpoints the state after `round_num` rounds, then frees the save's cyclic garbage.
+
+    Raises:
+      SaveError: the checkpoint could not be written; what was written of it is removed.
+    """
     snapshots = {run.name: run.snapshot(self._client_ids) for run in self._runs}
-    self._write_clients(round_num, snapshots)
-    asyncio.run(self._manager.save(self._program_state(round_num, snapshots=snapshots),
-                                   round_num))
+    try:
+      self._write_clients(round_num, snapshots)
+      asyncio.run(self._manager.save(self._program_state(round_num, snapshots=snapshots),
+                                     round_num))
+    except (OSError, tf.errors.OpError) as e:
+      self.remove_unfinished()
+      if round_num not in self.versions():
+        shutil.rmtree(self._clients_dir(round_num), ignore_errors=True)
+      earlier = self.versions()
+      raise SaveError(
+          f'The checkpoint after round {round_num - 1} could not be written under '
+          f'{self._directory} ({type(e).__name__}: {" ".join(str(e).split())[:200]}): a full '
+          'disk or a file size limit? ' + (
+              f'Free space and start the same command again to resume from the checkpoint '
+              f'after round {earlier[-1] - 1}.' if earlier else
+              'Free space and start the same command again.')) from e
     retained = self.versions()
     for entry in self._directory.glob(f'{_CLIENTS_PREFIX}*'):
       suffix = entry.name[len(_CLIENTS_PREFIX):]
@@ -146,12 +182,14 @@ class Checkpoints:
   def restore(self, version: Optional[int] = None) -> int:
     """Restores checkpoint `version` (default: the latest) into the runs; returns its round.
 
-    Returns 0, changing nothing, when there is no checkpoint.
+    Returns 0, changing nothing, when there is no checkpoint. What unfinished saves left is
+    removed first.
 
     Raises:
       CheckpointError: the checkpoint cannot be restored (the message names it, and the
         previous one where there is one).
     """
+    self.remove_unfinished()
     versions = self.versions()
     if not versions:
       return 0
@@ -164,8 +202,10 @@ class Checkpoints:
       return int(saved['round'])
     except Exception as e:  # pylint: disable=broad-except
       earlier = [v for v in versions if v < version]
-      fallback = (f'Remove it to resume from the checkpoint after round {earlier[-1]}.'
-                  if earlier else 'Remove it to start over.')
+      parts = ' and '.join(str(p) for p in (self._directory / f'{_PROGRAM_PREFIX}{version}',
+                                            self._clients_dir(version)) if p.exists())
+      fallback = (f'Remove {parts} to resume from the checkpoint after round {earlier[-1] - 1}.'
+                  if earlier else f'Remove {parts} to start over.')
       raise CheckpointError(
-          f'Checkpoint {version} under {self._directory} cannot be restored '
-          f'({type(e).__name__}: {str(e)[:300]}). {fallback}') from e
+          f'The checkpoint after round {version - 1} cannot be restored '
+          f'({type(e).__name__}: {" ".join(str(e).split())[:300]}). {fallback}') from e

@@ -117,6 +117,11 @@ class ClientStateStore:
                                 arrays: Sequence[np.ndarray]) -> None:
     """Inverse of `checkpoint_arrays`."""
     size = len(self._signature)
+    if not self._holds_states(arrays, len(client_ids)) and _is_disk_index(arrays,
+                                                                          len(client_ids)):
+      raise ClientStateMismatchError(
+          'The checkpoint holds a disk store\'s index, not the states: they are in the run\'s '
+          'client_states/ folder (resume with client_state_storage=disk).')
     if len(arrays) != size * len(client_ids):
       raise ClientStateMismatchError(
           f'The checkpoint holds {len(arrays)} client-state arrays, expected {size} for each '
@@ -125,6 +130,11 @@ class ClientStateStore:
                                                   list(arrays[i * size:(i + 1) * size]))
                     for i, cid in enumerate(client_ids)})
 
+  def _holds_states(self, arrays: Sequence[np.ndarray], num_clients: int) -> bool:
+    """Whether checkpoint `arrays` are `num_clients` states of this store's signature."""
+    return ([(np.shape(a), np.asarray(a).dtype) for a in arrays] ==
+            [(tuple(shape), dtype) for shape, dtype in self._signature] * num_clients)
+
   def commit(self, version: int, retained_versions: Sequence[int]) -> None:
     """Called once checkpoint `version` holds the current states (nothing to do in memory).
 
@@ -132,6 +142,12 @@ class ClientStateStore:
       version: the checkpoint just written.
       retained_versions: every checkpoint still kept (`version` among them).
     """
+
+
+def _is_disk_index(arrays: Sequence[np.ndarray], num_clients: int) -> bool:
+  """Whether checkpoint `arrays` are a disk store's index (`checkpoint_arrays`)."""
+  return (len(arrays) == 2 and np.shape(arrays[0]) == (num_clients,) and
+          np.shape(arrays[1]) == (1,) and all(np.asarray(a).dtype == np.int64 for a in arrays))
 
 
 class DiskClientStateStore(ClientStateStore):
@@ -211,13 +227,20 @@ class DiskClientStateStore(ClientStateStore):
 
   def restore_checkpoint_arrays(self, client_ids: Sequence[Hashable],
                                 arrays: Sequence[np.ndarray]) -> None:
-    if len(arrays) != 2 or np.shape(arrays[0]) != (len(client_ids),):
-      raise ClientStateMismatchError(
-          'The checkpoint does not hold a disk store\'s index (was it written with the '
-          'client states in memory?).')
-    self._index = {cid: int(g) for cid, g in zip(client_ids, arrays[0]) if g >= 0}
+    """Inverse of `checkpoint_arrays`; a checkpoint written with the states in memory (every
+    client's arrays) is written out as a generation of files (a run may move its client
+    states to disk when it resumes)."""
     # New generations never reuse a number whose files a later checkpoint may refer to.
     on_disk = [int(p.name[1:10]) for p in self._directory.glob('*/g*_*.npy')]
+    if self._holds_states(arrays, len(client_ids)):
+      self._generation = max([0] + on_disk)
+      super().restore_checkpoint_arrays(client_ids, arrays)
+      return
+    if not _is_disk_index(arrays, len(client_ids)):
+      raise ClientStateMismatchError(
+          f'The checkpoint holds neither a disk store\'s index nor {len(client_ids)} client '
+          'states of this algorithm.')
+    self._index = {cid: int(g) for cid, g in zip(client_ids, arrays[0]) if g >= 0}
     self._generation = max([int(arrays[1][0])] + on_disk)
     for cid in self._index:
       self.get(cid)  # Opens every file: a missing one fails here, not rounds later.

@@ -14,8 +14,7 @@ Image data sets (MNIST, CIFAR-10, CIFAR-100) come back as `ImageArrays` (uint8 p
   `test/<class>/*` (label = position of the class in sorted order; CIFAR-10's class names sort
   into its label order), such as `../shared/datasets/cifar10_imagefolder.tar.gz`; each split
   is shuffled with a fixed seed (folders are class-sorted; the binary releases are not). Decoded
-  arrays are cached as an `.npz` beside the cache directory's copy, keyed by the file's size
-  and modification time.
+  arrays are cached as an `.npz` in the cache directory, keyed by the content (every image).
 
 Shakespeare comes back as (train, test) `ClientData` of `snippets` strings, one client per
 speaking role, from `'tff'` (`tff.simulation.datasets.shakespeare.load_data`, LEAF's data) or
@@ -81,6 +80,27 @@ class ImageArrays:
   y_train: np.ndarray
   x_test: np.ndarray
   y_test: np.ndarray
+
+  @property
+  def fingerprint(self) -> str:
+    """What identifies the data by content (`fingerprint` of the four arrays)."""
+    return fingerprint(self.x_train, self.y_train, self.x_test, self.y_test)
+
+
+def fingerprint(*parts: np.ndarray | bytes) -> str:
+  """A content hash (16 hex digits) of arrays (their dtype, shape and bytes) or bytes.
+
+  A run records its data's fingerprint and a resume on other data is refused
+  (`experiment/runner.py`): a file replaced at the same path changes it, a file moved does not.
+  """
+  digest = hashlib.blake2b(digest_size=8)
+  for part in parts:
+    if isinstance(part, np.ndarray):
+      digest.update(f'{part.dtype.str}{part.shape}'.encode())
+      digest.update(np.ascontiguousarray(part).data)
+    else:
+      digest.update(part)
+  return digest.hexdigest()
 
 
 def load_images(name: str, source: str = 'keras', path: str | None = None,
@@ -222,11 +242,18 @@ def _load_imagefolder(path: pathlib.Path) -> ImageArrays:
 
 
 def _imagefolder_cache_path(path: pathlib.Path) -> pathlib.Path:
-  stat = path.stat()
-  key = hashlib.sha1(f'{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:shuffled'.encode()
-                     ).hexdigest()
+  """Where the decoded arrays of `path` are cached: keyed by its content (every file's name
+  and bytes, for a folder), so an image added, removed or changed makes a new entry."""
+  digest = hashlib.blake2b(digest_size=8)
+  digest.update(f'shuffled{IMAGEFOLDER_SHUFFLE_SEED}'.encode())
+  files = sorted(p for p in path.rglob('*') if p.is_file()) if path.is_dir() else [path]
+  for file in files:
+    digest.update(str(file.relative_to(path) if path.is_dir() else '').encode() + b'\0')
+    with open(file, 'rb') as f:
+      while chunk := f.read(1 << 20):
+        digest.update(chunk)
   cache_dir = pathlib.Path(os.environ.get('TFF_FLARE_CACHE', DEFAULT_CACHE_DIR))
-  return cache_dir / f'{path.name}.{key[:12]}.npz'
+  return cache_dir / f'{path.name}.{digest.hexdigest()}.npz'
 
 
 def _read_imagefolder(root: pathlib.Path) -> ImageArrays:
@@ -367,8 +394,8 @@ def load_shakespeare(source: str = 'tff', path: str | None = None,
     path: see `source`.
     data_dir: the data directory (`load_images`).
   """
-  if source == 'text' and not path:
-    path = default_path('shakespeare', 'text', data_dir)
+  if source == 'text':
+    path = path or default_path('shakespeare', 'text', data_dir)
   if source == 'tff':
     path = path or data_dir
     try:
@@ -380,14 +407,9 @@ def load_shakespeare(source: str = 'tff', path: str | None = None,
           'text>.') from e
   if source != 'text':
     raise DataSourceError(f'Unknown text source {source!r}; known: {list(TEXT_SOURCES)}.')
-  file = _existing(path, source)
-  try:
-    text = file.read_text()
-  except (OSError, UnicodeDecodeError) as e:
-    raise DataSourceError(f'{file} is not a readable text file: {e}') from e
-  train, test = split_play_by_speaker(text)
+  train, test = split_play_by_speaker(_read_play(path))
   if not train:
-    raise DataSourceError(f'{file} has no speaker with two or more "NAME:" turns.')
+    raise DataSourceError(f'{path} has no speaker with two or more "NAME:" turns.')
 
   def client_data(turns):
     return tff.simulation.datasets.TestClientData({
@@ -395,3 +417,20 @@ def load_shakespeare(source: str = 'tff', path: str | None = None,
         for name, speeches in sorted(turns.items())})
 
   return client_data(train), client_data(test)
+
+
+def _read_play(path: str | None) -> str:
+  file = _existing(path, 'text')
+  try:
+    return file.read_text()
+  except (OSError, UnicodeDecodeError) as e:
+    raise DataSourceError(f'{file} is not a readable text file: {e}') from e
+
+
+def shakespeare_fingerprint(source: str, path: str | None = None,
+                            data_dir: str | None = None) -> str | None:
+  """The `fingerprint` of the play `load_shakespeare` reads from the 'text' source; None for
+  'tff' (TFF's loader and its cache are TFF's)."""
+  if source != 'text':
+    return None
+  return fingerprint(_read_play(path or default_path('shakespeare', 'text', data_dir)).encode())

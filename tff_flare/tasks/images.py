@@ -105,7 +105,8 @@ def build_image_task(name: str, o: task_lib.TaskOptions) -> task_lib.Task:
     learning_rate = FIXED_CNN_LEARNING_RATE
   return task_lib.Task(name, models.tff_model_fn(keras_builder, spec.feature_shape), train, test, dict(
       learning_rate=learning_rate, momentum=spec.momentum, reg_steps=spec.reg_steps,
-      batch_size=batch, total_clients=total_clients, num_clients=num_clients))
+      batch_size=batch, total_clients=total_clients, num_clients=num_clients),
+      data_fingerprint=arrays.fingerprint)
 
 
 def scale_pixels(x: np.ndarray, feature_shape: tuple[int, ...]) -> np.ndarray:

@@ -191,7 +191,9 @@ def _shakespeare_task(name: str, o: TaskOptions) -> Task:
                   learning_rate=0.005, momentum=0.0, reg_steps='all', batch_size=8,
                   total_clients=len(train.client_ids), num_clients=len(chosen),
                   is_regularized=lambda var_name: 'embedding' not in var_name),
-              round_train_data=round_train_data)
+              round_train_data=round_train_data,
+              data_fingerprint=data_sources.shakespeare_fingerprint(o.source or 'tff',
+                                                                    o.data_path, o.data_dir))
 
 
 # The task table: a new task is its builder and one row here.

@@ -25,6 +25,9 @@ class Task:
       `total_clients`, `num_clients`, plus `is_regularized` where not every tensor is.
     round_train_data: `round_num -> ClientData` for a task whose client datasets change from
       round to round (a shuffle seeded per round); None when `train_data` serves every round.
+    data_fingerprint: what identifies the data read by content
+      (`data_sources.fingerprint`); a run records it, and a resume on other data is refused.
+      None where unknown.
   """
 
   name: str
@@ -33,6 +36,7 @@ class Task:
   test_data: tf.data.Dataset
   hparams: dict
   round_train_data: Callable[[int], tff.simulation.datasets.ClientData] | None = None
+  data_fingerprint: str | None = None
   _datasets: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
   def client_datasets(self, client_ids, round_num: int) -> list[tf.data.Dataset]:
