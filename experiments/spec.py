@@ -43,6 +43,10 @@ class Run:
   binary: str = RUN_EXPERIMENT
   joins: Optional[str] = None
 
+  def __post_init__(self):
+    if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 1:
+      raise ValueError(f'{self.name}: rounds must be an int >= 1, got {self.rounds!r}.')
+
 
 @dataclasses.dataclass(frozen=True)
 class Option:

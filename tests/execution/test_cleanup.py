@@ -56,6 +56,20 @@ with modes.build_execution('local'):
 '''
 
 
+# A plain script: builds a process of this project and runs it on TFF's default context.
+_SCRIPT = r'''
+import tensorflow_federated as tff
+from tests import tiny_models
+from tff_flare.algorithms import registry
+from tff_flare.execution import cleanup
+
+process = registry.build('fedavg', tiny_models.softmax_model_fn(), registry.Hyperparameters(
+    client_optimizer=tff.learning.optimizers.build_sgdm(0.1)))
+state = process.initialize()
+print('WORKERS', ' '.join(map(str, cleanup.local_worker_pids())), flush=True)
+'''
+
+
 def _alive_worker(pid: int) -> bool:
   try:
     with open(f'/proc/{pid}/cmdline', 'rb') as f:
@@ -81,6 +95,29 @@ class NoWorkerLeftBehindTest(tf.test.TestCase, parameterized.TestCase):
       self.assertEqual(child.wait(timeout=30), 130)
       self.assertIn(b'Interrupted', child.stderr.read())
       self.assertEqual(self._read(fd, timeout_s=15), b'')
+    finally:
+      if child.poll() is None:
+        child.kill()
+        child.wait()
+
+  def test_a_plain_script_leaves_no_worker(self):
+    # No opt-in: building a process of this project registers the stop at exit.
+    env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL='3')
+    child = subprocess.Popen([sys.executable, '-c', _SCRIPT], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, env=env)
+    try:
+      fd = child.stdout.fileno()
+      output = b''
+      while not output.endswith(b'\n'):
+        chunk = self._read(fd, timeout_s=180)
+        self.assertTrue(chunk, f'child exited before reporting its workers: {output!r}')
+        output += chunk
+      pids = [int(p) for p in output.decode().split()[1:]]
+      self.assertNotEmpty(pids)  # TFF's default context started a worker_binary.
+      self.assertEqual(child.wait(timeout=60), 0)
+      self.assertEqual(self._read(fd, timeout_s=15), b'')
+      for pid in pids:
+        self.assertFalse(_alive_worker(pid), f'worker {pid} outlived the script')
     finally:
       if child.poll() is None:
         child.kill()

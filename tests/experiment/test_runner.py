@@ -151,6 +151,13 @@ class RefusedRunTest(tf.test.TestCase):
       _run(_config(output, algorithms=('fedavg',), rounds=1))
     self.assertEqual(sorted(p.name for p in output.iterdir()), ['notes.txt'])  # No .lock left.
 
+  def test_a_file_where_a_run_keeps_a_folder_is_refused(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'file_for_folder'
+    output.mkdir()
+    (output / 'client_states').write_text('x')
+    with self.assertRaisesRegex(config_lib.ConfigError, 'client_states is not a folder'):
+      _run(_config(output, algorithms=('ec',), rounds=1, client_state_storage='disk'))
+
   def test_no_file_is_written_through_a_link(self):
     base = pathlib.Path(self.get_temp_dir())
     victim = base / 'victim.txt'

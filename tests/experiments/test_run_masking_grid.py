@@ -51,6 +51,13 @@ class MaskingGridTest(tf.test.TestCase):
         with self.assertRaisesRegex(ValueError, 'choose from mask_none'):
           run_masking_grid.cell_run('minibatch', 'iid')
 
+  def test_rounds_below_one_are_refused(self):
+    # Without the check every cell counted as finished ("No finished cell among none").
+    for rounds in (0, -3):
+      with flagsaver.flagsaver(rounds=rounds):
+        with self.assertRaisesRegex(ValueError, f'rounds must be an int >= 1, got {rounds}'):
+          run_masking_grid.cell_run('minibatch', 'iid')
+
   def test_a_finished_cell_with_other_flags_is_refused_not_skipped(self):
     # Issue 19: a changed --keep_probability used to print "done, skipped" and the old table.
     root = pathlib.Path(self.get_temp_dir())

@@ -2,6 +2,7 @@
 
 import collections
 import os
+import pathlib
 import tempfile
 
 from absl.testing import parameterized
@@ -107,6 +108,23 @@ class DiskClientStateStoreTest(tf.test.TestCase):
     store.commit(3, [3])
     self.assertLen(os.listdir(client_dir), 2)
     self.assertAllEqual(store.get('a')['accumulator'][1], np.full(3, 3.0))
+
+  def test_files_left_in_the_store_by_someone_else_are_left_alone(self):
+    directory = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    store = client_state.DiskClientStateStore(_initial, directory)
+    store.update(['a'], [_state(1.0)])
+    store.commit(1, [1])
+    strays = ('index_6 (copy).json', 'notes.txt', 'backup/g000000001_0.npy',
+              f'{"a".encode().hex()}/g_copy.npy')
+    for name in strays:
+      (directory / name).parent.mkdir(exist_ok=True)
+      (directory / name).write_text('x')
+    store.update(['a'], [_state(2.0)])
+    store.commit(2, [1, 2])
+    store.restore_checkpoint_arrays(['a'], [np.array([1], np.int64), np.array([2], np.int64)])
+    self.assertAllEqual(store.get('a')['accumulator'][1], np.full(3, 1.0))
+    self.assertTrue((directory / 'index_6 (copy).json').exists())
+    self.assertTrue((directory / 'backup' / 'g000000001_0.npy').exists())
 
   def test_both_kept_checkpoints_can_be_restored(self):
     directory = tempfile.mkdtemp(dir=self.get_temp_dir())

@@ -1,8 +1,10 @@
 """Tests of `tff_flare.tasks.data_sources`: every source through its real code path."""
 
+import io
 import os
 import pathlib
 import tarfile
+import zipfile
 from unittest import mock
 
 import numpy as np
@@ -151,10 +153,28 @@ class NpzSourceTest(tf.test.TestCase):
         ('labels.npz', dict(y_train=np.array([0, 1, 2, 10])),
          r'labels range over \[0, 10\]; the model has 10 classes'),
         ('fractional.npz', dict(y_test=np.array([0.5, 1.0])), 'not whole numbers'),
+        ('strings.npz', dict(y_test=np.array(['cat', 'dog'])), 'test labels are <U3, not whole'),
         ('empty.npz', dict(x_test=np.zeros((0, 28, 28), np.uint8),
                            y_test=np.zeros(0, np.int64)), 'test split is empty')):
       with self.assertRaisesRegex(data_sources.DataSourceError, message, msg=name):
         data_sources.load_images('mnist', 'npz', self._mnist_like(name, **overrides))
+
+
+  def test_a_header_declaring_more_than_the_file_holds_is_refused(self):
+    # Without the check numpy allocates what the header declares: a MemoryError, or worse.
+    path = pathlib.Path(self.get_temp_dir()) / 'huge.npz'
+    with zipfile.ZipFile(path, 'w') as archive:
+      for name, shape in (('x_train', (2**40, 28, 28)), ('y_train', (4,)),
+                          ('x_test', (2, 28, 28)), ('y_test', (2,))):
+        member = io.BytesIO()
+        np.lib.format.write_array_header_1_0(member, dict(descr='|u1', fortran_order=False,
+                                                          shape=shape))
+        member.write(bytes(16))
+        archive.writestr(f'{name}.npy', member.getvalue())
+    with self.assertRaisesRegex(data_sources.DataSourceError,
+                                r'huge.npz: x_train.npy declares an array of shape '
+                                r'\(1099511627776, 28, 28\) .* but holds'):
+      data_sources.load_images('mnist', 'npz', str(path))
 
 
 def _write_imagefolder(root: pathlib.Path):

@@ -12,6 +12,7 @@ import tensorflow_federated as tff
 
 from tests import tiny_models
 from tff_flare.algorithms import ec
+from tff_flare.tasks import data_sources
 from tff_flare.tasks import registry as tasks
 from tff_flare.tasks import text
 
@@ -113,7 +114,11 @@ class TaskRegistryTest(tf.test.TestCase):
     play += 'OSRIC:\nAy.\n\nHAMLET:\nThe rest is silence.\n'
     path = pathlib.Path(self.get_temp_dir()) / 'play.txt'
     path.write_text(play)
-    task = tasks.build_task('shakespeare_gru', source='text', data_path=str(path))
+    with self.assertRaisesRegex(data_sources.DataSourceError,
+                                r"10 Shakespeare clients asked \(the authors' 10\), but only 1 "
+                                r'roles .* give --num_clients=1 or fewer\.'):
+      tasks.build_task('shakespeare_gru', source='text', data_path=str(path))
+    task = tasks.build_task('shakespeare_gru', source='text', data_path=str(path), num_clients=1)
     self.assertEqual(task.train_data.client_ids, ['HAMLET'])  # OSRIC has too few batches.
     batch = next(iter(task.train_data.create_tf_dataset_for_client('HAMLET')))
     self.assertEqual(batch['x'].shape, (8, 100))
@@ -126,9 +131,10 @@ class TaskRegistryTest(tf.test.TestCase):
     play = ''.join(f'{name}:\n{speech}\n\n{name}:\n{speech}\n\n' for name in ('ANNE', 'BERT'))
     path = pathlib.Path(self.get_temp_dir()) / 'play2.txt'
     path.write_text(play)
-    task = tasks.build_task('shakespeare_gru', source='text', data_path=str(path))
+    task = tasks.build_task('shakespeare_gru', source='text', data_path=str(path),
+                            num_clients=2)
     full = tasks.build_task('shakespeare_gru', source='text', data_path=str(path),
-                            text_evaluation='full')
+                            num_clients=2, text_evaluation='full')
     self.assertEqual(sum(1 for _ in task.test_data), 2)  # The authors' evaluate(steps=2).
     self.assertGreater(sum(1 for _ in full.test_data), 2)
 

@@ -32,7 +32,6 @@ import tensorflow_federated as tff
 from tff_flare.algorithms import model_aggregators
 from tff_flare.algorithms import process as process_lib
 from tff_flare.algorithms import registry as algorithms
-from tff_flare.execution import cleanup
 from tff_flare.execution import modes
 from tff_flare.experiment import config as config_lib
 from tff_flare.simulation import checkpoints as checkpoints_lib
@@ -139,6 +138,10 @@ def exclusive_output_dir(output_dir: str) -> Iterator[None]:
 def _check_output_dir(config: config_lib.RunSettings, checkpoint_rounds: list[int]) -> None:
   """Refuses a directory the run cannot prove is its own, or fewer rounds than it holds."""
   output = pathlib.Path(config.output_dir)
+  for name in ('checkpoints', 'client_states', 'tensorboard'):
+    if (output / name).exists() and not (output / name).is_dir():
+      raise config_lib.ConfigError(f'{output / name} is not a folder: a run keeps its {name} '
+                                   'there. Move it away, or use another --output_dir.')
   if not (output / CONFIG_FILE).exists():
     if checkpoint_rounds:
       raise config_lib.ConfigError(
@@ -232,6 +235,7 @@ def run_experiment(config: config_lib.ExperimentConfig,
   config_lib.validate(config)
   with exclusive_output_dir(config.output_dir):
     task = build_task(config)
+    config_lib.validate_run(config, len(task.train_data.client_ids))  # The real population.
     processes = build_processes(config, task)
     return _run_processes(processes, task.client_datasets, list(task.train_data.client_ids),
                           evaluation.build_evaluate_fn(task.model_fn, task.test_data), config,
@@ -299,7 +303,6 @@ def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: 
                                  f'{type(train_data).__name__}.')
   config_lib.validate_run(run, len(client_ids))
   config_lib.check_writable(output_dir)
-  cleanup.stop_workers_at_exit()  # No TFF worker outlives the script or notebook.
   model_fn = next(iter(processes.values())).model_fn
   evaluate = (evaluation.build_evaluate_fn(model_fn, test_data) if test_data is not None
               else None)

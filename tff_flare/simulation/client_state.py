@@ -14,6 +14,7 @@ import collections
 import json
 import os
 import pathlib
+import re
 import shutil
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
@@ -144,6 +145,12 @@ class ClientStateStore:
     """
 
 
+# The disk store's names: index files, client folders (the id's hex), generation files.
+_INDEX_FILE = re.compile(r'index_(\d+)\.json')
+_CLIENT_DIR = re.compile(r'[0-9a-f]*')
+_GENERATION_FILE = re.compile(r'g(\d{9})_\d+\.npy')
+
+
 def _is_disk_index(arrays: Sequence[np.ndarray], num_clients: int) -> bool:
   """Whether checkpoint `arrays` are a disk store's index (`checkpoint_arrays`)."""
   return (len(arrays) == 2 and np.shape(arrays[0]) == (num_clients,) and
@@ -231,7 +238,8 @@ class DiskClientStateStore(ClientStateStore):
     client's arrays) is written out as a generation of files (a run may move its client
     states to disk when it resumes)."""
     # New generations never reuse a number whose files a later checkpoint may refer to.
-    on_disk = [int(p.name[1:10]) for p in self._directory.glob('*/g*_*.npy')]
+    on_disk = [int(match.group(1)) for p in self._directory.glob('*/g*_*.npy')
+               if (match := _GENERATION_FILE.fullmatch(p.name))]
     if self._holds_states(arrays, len(client_ids)):
       self._generation = max([0] + on_disk)
       super().restore_checkpoint_arrays(client_ids, arrays)
@@ -265,10 +273,13 @@ class DiskClientStateStore(ClientStateStore):
       except FileNotFoundError:
         pass
     for entry in self._directory.iterdir():
-      if entry.name.startswith('index_'):
-        if entry.suffix == '.json' and int(entry.stem[len('index_'):]) not in retained_versions:
+      index = _INDEX_FILE.fullmatch(entry.name)
+      if index:
+        if int(index.group(1)) not in retained_versions:
           entry.unlink(missing_ok=True)
         continue
+      if not _CLIENT_DIR.fullmatch(entry.name) or not entry.is_dir() or entry.is_symlink():
+        continue  # Not the store's (a copy someone left): neither read nor removed.
       generations = keep.get(entry.name)
       if generations is None:
         shutil.rmtree(entry, ignore_errors=True)

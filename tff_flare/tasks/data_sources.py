@@ -191,6 +191,7 @@ def _load_npz(path: pathlib.Path) -> ImageArrays:
       if missing:
         raise DataSourceError(f'{path} lacks the Keras-layout arrays {sorted(missing)} '
                               f'(it has {data.files}).')
+      _check_declared_sizes(data, path)
       x_train, x_test = data['x_train'], data['x_test']
       y_train, y_test = data['y_train'], data['y_test']
   except DataSourceError:
@@ -206,6 +207,20 @@ def _load_npz(path: pathlib.Path) -> ImageArrays:
   if x_train.ndim == 3:  # Keras MNIST: [N, 28, 28] without the channel axis.
     x_train, x_test = x_train[..., None], x_test[..., None]
   return ImageArrays(x_train, y_train.reshape(-1), x_test, y_test.reshape(-1))
+
+
+def _check_declared_sizes(data: np.lib.npyio.NpzFile, path: pathlib.Path) -> None:
+  """Refuses an array whose header declares more bytes than its member holds (a damaged or
+  hostile file would otherwise make numpy allocate what the header says, petabytes even)."""
+  for info in data.zip.infolist():
+    with data.zip.open(info) as member:
+      version = np.lib.format.read_magic(member)
+      shape, _, dtype = np.lib.format._read_array_header(member, version)  # pylint: disable=protected-access
+      declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+      if declared > info.file_size:
+        raise DataSourceError(f'{path}: {info.filename} declares an array of shape {shape} '
+                              f'({declared:,} bytes) but holds {info.file_size:,} bytes '
+                              '(damaged?).')
 
 
 def _one_line(error: BaseException) -> str:
@@ -331,6 +346,8 @@ def _check_images(arrays: ImageArrays, shape: tuple[int, ...], num_classes: int,
     if x.min() < 0 or x.max() > 255:
       raise DataSourceError(f'{what}: {split} pixels range over [{x.min()}, {x.max()}]; '
                             'expected 0..255 (uint8 images; the tasks scale them to [0, 1]).')
+    if not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)):
+      raise DataSourceError(f'{what}: {split} labels are {y.dtype}, not whole numbers.')
     if not np.issubdtype(y.dtype, np.integer):
       if not np.all(np.isfinite(y)) or not np.all(y == np.round(y)):
         raise DataSourceError(f'{what}: {split} labels are not whole numbers.')

@@ -164,10 +164,14 @@ def _shakespeare_task(name: str, o: TaskOptions) -> Task:
     raise ValueError(f'Unknown text_evaluation {o.text_evaluation!r}; known: '
                      f'{", ".join(TEXT_EVALUATIONS)}.')
   train, test = data_sources.load_shakespeare(o.source or 'tff', o.data_path, o.data_dir)
-  chosen = text.select_clients(train, o.num_clients or 10)
+  asked = o.num_clients or 10
+  chosen = text.select_clients(train, asked)
   seed, epochs = o.seed, o.epochs
-  if not chosen:
-    raise data_sources.DataSourceError('No Shakespeare client has more than 30 batches.')
+  if len(chosen) < asked:
+    what = f'{asked} Shakespeare clients asked' + ('' if o.num_clients else " (the authors' 10)")
+    advice = f': give --num_clients={len(chosen)} or fewer.' if chosen else '.'
+    raise data_sources.DataSourceError(
+        f'{what}, but only {len(chosen)} roles of the data have more than 30 batches{advice}')
 
   def dataset_fn(client_id):
     # Through `train`, not its `serializable_dataset_fn`: that is a `tf.function` method,
