@@ -28,6 +28,7 @@ THRESHOLDS = {
     'NEAR_LOSS': 0.1,  # A test loss within this (nats) of another's "follows" it.
     'HALF': 0.5,  # "Collapses": below half of its accuracy at the densest R.
     'MOVE': 0.1,  # A change of the model moving an accuracy by more than this "moves" it.
+    'SLOPE': 0.2,  # Exponents of a power law this far apart scale differently (0.5 predicted).
     'SURVIVES': 0.7,  # S / S_max at or above this: the masking penalty survives averaging.
     'LITTLE': 0.2,  # S / S_max at or below this: little of it survives.
     'TRAINS': 0.5,  # Final test accuracy at or above this: the model trains well.

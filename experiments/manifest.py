@@ -271,7 +271,8 @@ SPARSITY_SCALING_LOGREG = spec.Figure(
     draw=(spec.SparsityScaling(('flare', 'ec'), 'fedavg', (5, 20), 300),),
     reading='Multinomial logistic regression, 10 IID clients of 6,000 images, all every round, '
             "10 local steps of 600; FLARE with the FC's TAU and c; the loss is the clients' own "
-            'training objective.',
+            "training objective. delta is the kept fraction measured: the authors' top-k "
+            'keeps at least one entry of each tensor, so at the sparsest R delta barely moves.',
     image='scaling.png')
 
 # ---------------------------------------------------------------------------------------------
@@ -348,6 +349,9 @@ _FULLBATCH_CELLS = tuple(f'masking_grid_100rounds/fullbatch_{p}' for p in PARTIT
 _SWEEP = tuple(f'masking_batch_sweep/batch{b}' for b in (32, 64, 128, 256, 0))
 _VGG = Select(('vgg11_cifar10_short',))
 _GRU = Select(('gru_shakespeare_short',))
+# The rounds the deep models' claims read: the first pieces (`--until_round`) of the planned
+# 200 and 150 rounds, what the committed runs have done.
+_VGG_ROUND, _GRU_ROUND = 100, 50
 
 
 def _at(algorithm, select, round_num, label, **args):
@@ -462,23 +466,28 @@ CLAIMS = (
         holds=(Test(Measure('above_at_last', 'FLARE above EC and EF21 at the last evaluation',
                             dict(selects=(_VGG,), above='flare', below=('ec', 'ef21_dense'))),
                     '==', 'ALL'),
-               Test(Measure('gap', 'FLARE minus the better of EC and EF21 (EC), round 200',
-                            dict(select=_VGG, above='flare', below='ec', round=200)), '>',
-                    'NEAR')),
-        shows=tuple(_at(a, _VGG, 200, f'{name}, round 200') for a, name in (
-            ('fedavg', 'FedAvg'), ('flare', 'FLARE'), ('ec', 'EC'), ('ef21_dense', 'EF21'))),
+               Test(Measure('gap', f'FLARE minus EC, round {_VGG_ROUND}',
+                            dict(select=_VGG, above='flare', below='ec', round=_VGG_ROUND)),
+                    '>', 'NEAR'),
+               Test(Measure('gap', f'FLARE minus EF21, round {_VGG_ROUND}',
+                            dict(select=_VGG, above='flare', below='ef21_dense',
+                                 round=_VGG_ROUND)), '>', 'NEAR')),
+        shows=tuple(_at(a, _VGG, r, f'{name}, round {r}') for r in (_VGG_ROUND, 200)
+                    for a, name in (('fedavg', 'FedAvg'), ('flare', 'FLARE'), ('ec', 'EC'),
+                                    ('ef21_dense', 'EF21'))),
         note='Shortened: see the figure.'),
     spec.Claim(
         'FLARE', "On the GRU at R = 0.001 %, FLARE follows FedAvg's loss curve", (
             'gru_shakespeare_short',),
-        holds=(Test(Measure('gap', 'FLARE minus FedAvg, test loss, round 150', dict(
-            select=_GRU, above='flare', below='fedavg', round=150, metric='loss')), '<=',
-                    'NEAR_LOSS'),),
-        partly=(Test(Measure('gap', 'FLARE minus EC, test loss, round 150', dict(
-            select=_GRU, above='flare', below='ec', round=150, metric='loss')), '<', 'ZERO'),),
+        holds=(Test(Measure('gap', f'FLARE minus FedAvg, test loss, round {_GRU_ROUND}', dict(
+            select=_GRU, above='flare', below='fedavg', round=_GRU_ROUND, metric='loss')),
+                    '<=', 'NEAR_LOSS'),),
+        partly=(Test(Measure('gap', f'FLARE minus EC, test loss, round {_GRU_ROUND}', dict(
+            select=_GRU, above='flare', below='ec', round=_GRU_ROUND, metric='loss')), '<',
+                     'ZERO'),),
         shows=tuple(_at(a, _GRU, r, f'{name} test loss, round {r}', metric='loss')
-                    for r in (10, 150) for a, name in (('fedavg', 'FedAvg'),
-                                                       ('flare', 'FLARE'), ('ec', 'EC'))),
+                    for r in (0, 10, _GRU_ROUND, 150) for a, name in (
+                        ('fedavg', 'FedAvg'), ('flare', 'FLARE'), ('ec', 'EC'))),
         note='Shortened: see the figure.'),
     spec.Claim(
         'ours', "Without the double softmax, FLARE's lead over EC appears at sparser R", (
@@ -494,12 +503,13 @@ CLAIMS = (
     spec.Claim(
         'FLARE', "FLARE's error grows as 1/sqrt(delta) with the kept fraction delta, EC's as "
         '1/delta (convex)', ('sparsity_scaling_logreg',),
-        holds=(Test(Measure('scaling_slopes', "slopes of log(rounds to FedAvg's loss at round "
-                            '5) on log(delta)', dict(
-                                figure='sparsity_scaling_logreg', algorithms=('flare', 'ec'),
-                                baseline='fedavg', target_round=5)), '>', 'ZERO'),),
+        holds=tuple(Test(Measure('scaling_slopes', "FLARE's minus EC's slope of log(rounds "
+                                 f"to FedAvg's loss at round {r}) on log(delta)", dict(
+                                     figure='sparsity_scaling_logreg',
+                                     algorithms=('flare', 'ec'), baseline='fedavg',
+                                     target_round=r)), '>', 'SLOPE') for r in (5, 20)),
         note="The paper's exponents are -0.5 (FLARE) and -1 (EC) for a bound; the test asks "
-             "only that FLARE's slope be shallower than EC's."),
+             "that FLARE's slope be shallower than EC's by SLOPE, at two targets."),
     spec.Claim(
         'masking', 'With minibatch training little of the masking penalty survives averaging, '
         'whatever the data', ('masking_grid_100rounds',),

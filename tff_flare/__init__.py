@@ -17,17 +17,42 @@ laid out by concern (see the README's "How it fits together"):
   execution/   where rounds run: in this process, TFF's local runtime, or TFF workers
   experiment/  a run's configuration (validated in one place) and the runner
 
-Importing it changes nothing in the interpreter: no signal handler, no patch, no thread.
+Importing it changes nothing in the interpreter: no signal handler, no patch, no thread. The
+first builder called registers an exit hook that stops TFF's workers (`execution/cleanup.py`).
 """
 
-from tff_flare.algorithms.ec import build_ec
-from tff_flare.algorithms.ec import build_ec_fedprox
-from tff_flare.algorithms.ec_ffl import build_ec_ffl
-from tff_flare.algorithms.ef21 import build_ef21
-from tff_flare.algorithms.fedavg import build_fedavg
-from tff_flare.algorithms.flare import build_flare
-from tff_flare.algorithms.masking import build_masked_fedavg
-from tff_flare.algorithms.qsgd import build_qsgd_ef
-from tff_flare.algorithms.tff_baselines import build_tff_fedavg
-from tff_flare.algorithms.tff_baselines import build_tff_fedprox
+import functools
+
+from tff_flare.algorithms import ec as _ec
+from tff_flare.algorithms import ec_ffl as _ec_ffl
+from tff_flare.algorithms import ef21 as _ef21
+from tff_flare.algorithms import fedavg as _fedavg
+from tff_flare.algorithms import flare as _flare
+from tff_flare.algorithms import masking as _masking
+from tff_flare.algorithms import qsgd as _qsgd
+from tff_flare.algorithms import tff_baselines as _tff_baselines
+from tff_flare.execution import cleanup as _cleanup
 from tff_flare.experiment.runner import simulate
+
+
+def _stopping_workers_at_exit(build):
+  """`build`, which also registers (once) the stop of this Python process's TFF workers at
+  its exit: TFF's default context starts a `worker_binary` that would outlive a plain script
+  or notebook that calls `next` and hold its output open. At the first build, not on import."""
+  @functools.wraps(build)
+  def wrapped(*args, **kwargs):
+    _cleanup.stop_workers_at_exit()
+    return build(*args, **kwargs)
+  return wrapped
+
+
+build_ec = _stopping_workers_at_exit(_ec.build_ec)
+build_ec_fedprox = _stopping_workers_at_exit(_ec.build_ec_fedprox)
+build_ec_ffl = _stopping_workers_at_exit(_ec_ffl.build_ec_ffl)
+build_ef21 = _stopping_workers_at_exit(_ef21.build_ef21)
+build_fedavg = _stopping_workers_at_exit(_fedavg.build_fedavg)
+build_flare = _stopping_workers_at_exit(_flare.build_flare)
+build_masked_fedavg = _stopping_workers_at_exit(_masking.build_masked_fedavg)
+build_qsgd_ef = _stopping_workers_at_exit(_qsgd.build_qsgd_ef)
+build_tff_fedavg = _stopping_workers_at_exit(_tff_baselines.build_tff_fedavg)
+build_tff_fedprox = _stopping_workers_at_exit(_tff_baselines.build_tff_fedprox)

@@ -56,15 +56,15 @@ with modes.build_execution('local'):
 '''
 
 
-# A plain script: builds a process of this project and runs it on TFF's default context.
+# A plain script: builds a process with the package's builder, runs it on TFF's default context.
 _SCRIPT = r'''
 import tensorflow_federated as tff
+import tff_flare
 from tests import tiny_models
-from tff_flare.algorithms import registry
 from tff_flare.execution import cleanup
 
-process = registry.build('fedavg', tiny_models.softmax_model_fn(), registry.Hyperparameters(
-    client_optimizer=tff.learning.optimizers.build_sgdm(0.1)))
+process = tff_flare.build_fedavg(tiny_models.softmax_model_fn(),
+                                 client_optimizer=tff.learning.optimizers.build_sgdm(0.1))
 state = process.initialize()
 print('WORKERS', ' '.join(map(str, cleanup.local_worker_pids())), flush=True)
 '''
@@ -101,7 +101,7 @@ class NoWorkerLeftBehindTest(tf.test.TestCase, parameterized.TestCase):
         child.wait()
 
   def test_a_plain_script_leaves_no_worker(self):
-    # No opt-in: building a process of this project registers the stop at exit.
+    # No opt-in: the package's builders register the stop at exit.
     env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL='3')
     child = subprocess.Popen([sys.executable, '-c', _SCRIPT], stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, env=env)

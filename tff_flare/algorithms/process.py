@@ -20,7 +20,6 @@ import tensorflow_federated as tff
 
 from tff_flare.algorithms import parts as parts_lib
 from tff_flare.algorithms import round_functions as round_functions_lib
-from tff_flare.execution import cleanup
 
 
 @attrs.frozen
@@ -75,10 +74,6 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
                record_test_loss=None, phases: Optional[RoundPhases] = None,
                round_functions: Optional[round_functions_lib.RoundFunctions] = None):
     super().__init__(initialize_fn, next_fn)
-    # TFF's default context starts a `worker_binary` that would outlive a plain script and
-    # hold its output open: once a process of this project exists, Python's exit stops it
-    # (an exit hook registered once, here rather than on import).
-    cleanup.stop_workers_at_exit()
     self.initial_client_state = initial_client_state
     self.get_model_weights = get_model_weights
     self.set_model_weights = set_model_weights

@@ -14,8 +14,8 @@ parent's stdout/stderr, and one that outlives its parent holds the parent's outp
     status 130; see `_stop_workers_then_exit_130`). Importing this module does none of this.
   * `parent_death_signal(signum)` is the same for any child (`experiments/schedule.py`
     gives its runs SIGINT: a run ends as on Ctrl-C, resumable, when the scheduler dies).
-  * `stop_workers_at_exit()` stops them when the process exits (every process of this
-    project registers it when built: `algorithms.process.AlgorithmProcess`);
+  * `stop_workers_at_exit()` stops them when the process exits (the package's builders,
+    `tff_flare.build_*`, register it at their first call);
     `stopping_local_workers()` is a context manager for a notebook or a script.
 """
 
@@ -179,8 +179,9 @@ _registered = []
 def stop_workers_at_exit() -> None:
   """Stops this process's TFF workers when it exits (once, however often it is called).
 
-  Every `AlgorithmProcess` calls it when built: a script or notebook that runs processes
-  leaves no `worker_binary` behind holding its output, and TFF's shutdown noise is muted.
+  The package's builders (`tff_flare.build_*`) call it: a script or notebook that runs their
+  processes leaves no `worker_binary` behind holding its output, and TFF's shutdown noise is
+  muted.
   """
   if not _registered:
     atexit.register(_stop_workers_at_exit)
