@@ -107,12 +107,7 @@ class NoWorkerLeftBehindTest(tf.test.TestCase, parameterized.TestCase):
                              stderr=subprocess.DEVNULL, env=env)
     try:
       fd = child.stdout.fileno()
-      output = b''
-      while not output.endswith(b'\n'):
-        chunk = self._read(fd, timeout_s=180)
-        self.assertTrue(chunk, f'child exited before reporting its workers: {output!r}')
-        output += chunk
-      pids = [int(p) for p in output.decode().split()[1:]]
+      pids = self._reported_workers(fd)
       self.assertNotEmpty(pids)  # TFF's default context started a worker_binary.
       self.assertEqual(child.wait(timeout=60), 0)
       self.assertEqual(self._read(fd, timeout_s=15), b'')
@@ -122,6 +117,15 @@ class NoWorkerLeftBehindTest(tf.test.TestCase, parameterized.TestCase):
       if child.poll() is None:
         child.kill()
         child.wait()
+
+  def _reported_workers(self, fd: int) -> list[int]:
+    """The pids of the child's `WORKERS ...` line."""
+    output = b''
+    while b'WORKERS' not in output or not output.endswith(b'\n'):
+      chunk = self._read(fd, timeout_s=180)
+      self.assertTrue(chunk, f'child exited before reporting its workers: {output!r}')
+      output += chunk
+    return [int(p) for p in output[output.index(b'WORKERS'):].decode().split()[1:]]
 
   def _read(self, fd: int, timeout_s: float) -> bytes:
     ready, _, _ = select.select([fd], [], [], timeout_s)
@@ -140,14 +144,7 @@ class NoWorkerLeftBehindTest(tf.test.TestCase, parameterized.TestCase):
                              stderr=subprocess.DEVNULL, env=env)
     fd = child.stdout.fileno()
     try:
-      output = b''
-      while b'WORKERS' not in output or not output.endswith(b'\n'):
-        chunk = self._read(fd, timeout_s=120)
-        if not chunk:
-          self.fail(f'child exited before reporting its workers: {output!r}')
-        output += chunk
-      line = output[output.index(b'WORKERS'):].decode()
-      pids = [int(p) for p in line.split()[1:]]
+      pids = self._reported_workers(fd)
       self.assertNotEmpty(pids)  # The local execution mode started a worker_binary.
       if signum is not None:
         child.send_signal(signum)

@@ -85,43 +85,34 @@ class PhasesTest(tf.test.TestCase):
 
 class LocalWorkerDeathTest(tf.test.TestCase):
 
-  def test_a_killed_local_worker_ends_the_round_at_once(self):
+  def _next_after_signal(self, signum: int, timeout_s: float, message: str) -> None:
+    """A round of a local run whose worker got `signum` after round 0 fails with `message`
+    within a minute."""
     process = registry.build('fedavg', tiny_models.softmax_model_fn(), registry.Hyperparameters(
         client_optimizer=tff.learning.optimizers.build_sgdm(0.1)))
     datasets = [tiny_models.classification_dataset(s) for s in range(2)]
-    # A long timeout: the death, not the timeout, must end the round.
-    with modes.build_execution('local', timeout_s=600) as execution:
+    with modes.build_execution('local', timeout_s=timeout_s) as execution:
       bound = execution.bind(process)
       inputs = process.client_inputs(tiny_models.client_ids(2))
       clients = [bound.initial_client_state()] * 2
       state = bound.next(bound.initialize(), datasets, clients, inputs).state
       pid = execution.workers.pid(0)
       self.assertIn(pid, cleanup.local_worker_pids())  # A worker_binary child of this process.
-      os.kill(pid, signal.SIGKILL)  # As `kill -9` of it.
+      os.kill(pid, signum)
       start = time.monotonic()
-      with self.assertRaisesRegex(remote.WorkerUnavailableError,
-                                  "TFF's local worker killed by signal 9 during a round"):
+      with self.assertRaisesRegex(remote.WorkerUnavailableError, message):
         bound.next(state, datasets, clients, inputs)
       self.assertLess(time.monotonic() - start, 60)
+
+  def test_a_killed_local_worker_ends_the_round_at_once(self):
+    # A long timeout: the death, not the timeout, must end the round.
+    self._next_after_signal(signal.SIGKILL, 600,
+                            "TFF's local worker killed by signal 9 during a round")
 
   def test_a_stopped_local_worker_ends_the_round_after_the_timeout(self):
-    # SIGSTOP: the worker fails nothing and answers nothing; without a watch the round waits
-    # forever (a paused machine, a debugger).
-    process = registry.build('fedavg', tiny_models.softmax_model_fn(), registry.Hyperparameters(
-        client_optimizer=tff.learning.optimizers.build_sgdm(0.1)))
-    datasets = [tiny_models.classification_dataset(s) for s in range(2)]
-    with modes.build_execution('local', timeout_s=3) as execution:
-      bound = execution.bind(process)
-      inputs = process.client_inputs(tiny_models.client_ids(2))
-      clients = [bound.initial_client_state()] * 2
-      state = bound.next(bound.initialize(), datasets, clients, inputs).state
-      os.kill(execution.workers.pid(0), signal.SIGSTOP)
-      start = time.monotonic()
-      with self.assertRaisesRegex(remote.WorkerUnavailableError,
-                                  "answered nothing for more than 3 s during a call"):
-        bound.next(state, datasets, clients, inputs)
-      self.assertLess(time.monotonic() - start, 60)
-
+    # SIGSTOP (a paused machine, a debugger): the worker fails nothing and answers nothing;
+    # without the probe the round waits forever.
+    self._next_after_signal(signal.SIGSTOP, 3, 'answered nothing for more than 3 s during a call')
 
 if __name__ == '__main__':
   tf.test.main()
