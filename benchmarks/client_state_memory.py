@@ -2,7 +2,7 @@ r"""Peak memory of the driver's client-state store: in RAM versus on disk (memor
 
 Simulates what the driver does with the FC's accumulators (36,356,525 float32 = 145 MB per
 client): every client of the population gets a state, then each round `--per_round` sampled
-clients' states are read (`get_many`), replaced by new ones (`state + 1`, read in full, as
+clients' states are read (`view`), replaced by new ones (`state + 1`, read in full, as
 TFF serializes them) and stored (`update`). Each storage runs in its own subprocess so that
 its peak resident memory (`ru_maxrss`, which also counts the memory-mapped pages it touched)
 is its own. It also checks that both stores end with the same states.
@@ -67,7 +67,7 @@ def _run_child(storage: str, directory: str) -> dict:
   for round_num in range(1, _ROUNDS.value + 1):
     sampled = list(rng.choice(ids, _PER_ROUND.value, replace=False))
     start = time.perf_counter()
-    states = store.get_many(sampled)
+    states = store.view(sampled)
     new_states = [tf.nest.map_structure(lambda a: np.asarray(a) + 1.0, s) for s in states]
     del states
     store.update(sampled, new_states)

@@ -110,6 +110,73 @@ class SameRoundsAsTffTest(tf.test.TestCase):
       local.close()
 
 
+class StreamedRoundTest(tf.test.TestCase):
+  """A round adds each client's output as it comes and hands its new state on at once."""
+
+  def test_sums_in_client_order_equal_add_n(self):
+    # The streamed round adds one client at a time; a round added them with one AddN
+    # before, whose CPU kernel groups them by 8: the same floats, bit for bit (a plain
+    # left-to-right sum differs from 10 clients on).
+    rng = np.random.default_rng(0)
+    for count in range(1, 27):
+      values = [dict(a=tf.constant(rng.normal(size=500).astype(np.float32) *
+                                   10.0 ** rng.integers(-6, 6)), n=tf.constant(1, tf.int64))
+                for _ in range(count)]
+      summed = inprocess.ClientOrderSum(count)
+      for value in values:
+        summed.add(value)
+      self.assertAllEqual(summed.total['a'], tf.add_n([v['a'] for v in values]), msg=str(count))
+      self.assertEqual(int(summed.total['n']), count)
+    with self.assertRaisesRegex(ValueError, 'Fewer'):
+      inprocess.ClientOrderSum(3).total  # pylint: disable=expression-not-assigned
+
+  def test_a_sink_gets_every_state_and_few_clients_wait(self):
+    process = tiny_models.tiny_process('flare')
+    datasets = [tiny_models.classification_dataset(s, batch_size=2) for s in range(7)]
+    ids = tiny_models.client_ids(7)
+    inputs = process.client_inputs(ids)
+    serial = inprocess.InProcessProcess(process, num_threads=1)
+    state = serial.initialize()
+    clients = [serial.initial_client_state()] * len(ids)
+    first = serial.next(state, datasets, clients, inputs)
+    started, sunk, waiting = [], {}, []
+
+    class Recorded(list):  # The states, noting when each client starts.
+
+      def __getitem__(self, index):
+        started.append(index)
+        return list.__getitem__(self, index)
+
+    def sink(index, client_state):
+      sunk[index] = client_state
+      waiting.append(len(started) - len(sunk))
+
+    streamed = inprocess.InProcessProcess(process, num_threads=2)
+    second = streamed.next(state, datasets, Recorded(clients), inputs, client_state_sink=sink)
+    self.assertIsNone(second.client_states)
+    self.assertEqual(sorted(sunk), list(range(len(ids))))
+    self.assertLessEqual(max(waiting), streamed.num_threads + 1)
+    expected = tf.nest.flatten((first.state, first.client_states, first.metrics))
+    got = tf.nest.flatten((second.state, [sunk[i] for i in range(len(ids))], second.metrics))
+    self.assertLen(got, len(expected))
+    for a, b in zip(expected, got):
+      self.assertAllEqual(a, b)
+    serial.close()
+    streamed.close()
+
+  def test_processes_of_one_model_share_the_client_models(self):
+    with modes.build_execution('inprocess', num_threads=2) as execution:
+      bound = [execution.bind(tiny_models.tiny_process(name)) for name in ('flare', 'fedavg')]
+      datasets = [tiny_models.classification_dataset(s, batch_size=2) for s in range(4)]
+      for local, name in zip(bound, ('flare', 'fedavg')):
+        process = tiny_models.tiny_process(name)
+        local.next(local.initialize(), datasets, [local.initial_client_state()] * 4,
+                   process.client_inputs(_IDS[:3] + ['client_3']))
+      models = [set(local._client_work) for local in bound]  # pylint: disable=protected-access
+      self.assertNotEmpty(models[0])
+      self.assertLessEqual(len(models[0] | models[1]), 2)  # One model a thread, for both.
+
+
 class TracingTest(tf.test.TestCase):
 
   def test_every_function_is_traced_once_over_the_rounds(self):
@@ -131,12 +198,10 @@ class TracingTest(tf.test.TestCase):
                     for s in range(3)]
         output = local.next(state, datasets, clients, inputs)
         state, clients = output.state, output.client_states
-      workers = []
-      while not local._workers.empty():  # pylint: disable=protected-access
-        workers.append(local._workers.get_nowait())  # pylint: disable=protected-access
-      self.assertNotEmpty(workers, msg=name)
-      for worker in workers:
-        self.assertEqual(worker._run.experimental_get_tracing_count(), 1, msg=name)  # pylint: disable=protected-access
+      client_work = list(local._client_work.values())  # pylint: disable=protected-access
+      self.assertNotEmpty(client_work, msg=name)
+      for run in client_work:
+        self.assertEqual(run.experimental_get_tracing_count(), 1, msg=name)
       self.assertEqual(local._server_step.experimental_get_tracing_count(), 1, msg=name)  # pylint: disable=protected-access
       self.assertEqual(local._round_params.experimental_get_tracing_count(), 1, msg=name)  # pylint: disable=protected-access
       local.close()

@@ -6,6 +6,7 @@ statuses: `tests/experiments/test_binary.py`).
 """
 
 import csv
+import json
 import os
 import pathlib
 import signal
@@ -65,6 +66,30 @@ class ResumeTest(tf.test.TestCase):
     self.assertNotIn('round 0 ', resumed.stdout)
     self.assertEqual(_rows(killed), _rows(whole))
     self.assertTrue((pathlib.Path(whole) / 'tensorboard').is_dir())
+
+
+class MemoryTest(tf.test.TestCase):
+
+  def test_a_run_that_would_not_fit_stops_before_it_starts(self):
+    output = os.path.join(self.get_temp_dir(), 'small')
+    result = _run(_FLAGS + [f'--output_dir={output}', '--memory_budget_gib=0.2'])
+    self.assertEqual(result.returncode, 2, result.stderr[-3000:])
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    self.assertLen(lines, 1, result.stderr)
+    self.assertRegex(lines[0], r'^error: This run needs about [\d.]+ GiB .* more than the '
+                     r'0\.2 GiB it may use; it would not finish\. What fits: ')
+    self.assertFalse(os.path.exists(os.path.join(output, 'config.json')))
+
+  def test_the_run_records_its_estimated_and_measured_peak(self):
+    output = os.path.join(self.get_temp_dir(), 'recorded')
+    result = _run(_FLAGS + [f'--output_dir={output}', '--rounds=2'])
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    self.assertRegex(result.stdout, r'Memory: estimated peak [\d.]+ GiB .* of [\d.]+ GiB')
+    self.assertRegex(result.stdout, r'round 1 \| .* \| peak [\d.]+ GiB')
+    recorded = json.loads((pathlib.Path(output) / 'summary.json').read_text())['memory']
+    # TensorFlow alone holds more than 0.2 GiB; a digits run stays far under 4.
+    self.assertBetween(recorded['peak_gib'], 0.2, 4.0)
+    self.assertBetween(recorded['estimated_peak_gib'], 0.2, 4.0)
 
 
 class PresetTest(tf.test.TestCase):

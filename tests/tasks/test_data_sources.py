@@ -83,6 +83,22 @@ class TfdsSourceTest(tf.test.TestCase):
       data_sources.load_images('mnist', 'csv', '/tmp/x')
 
 
+class ChooseSourceTest(tf.test.TestCase):
+
+  def test_a_named_data_directory_is_read_before_a_download(self):
+    folder = pathlib.Path(self.get_temp_dir()) / 'named'
+    folder.mkdir()
+    choose = data_sources.choose_source
+    self.assertEqual(choose('mnist', None, str(folder), 'keras'), 'keras')  # No file there.
+    (folder / 'mnist.npz').write_bytes(b'')
+    (folder / 'tinyshakespeare.txt').write_text(PLAY)
+    self.assertEqual(choose('mnist', None, str(folder), 'keras'), 'npz')
+    self.assertEqual(choose('cifar10', None, str(folder), 'keras'), 'keras')
+    self.assertEqual(choose('shakespeare', None, str(folder), 'tff'), 'text')
+    self.assertEqual(choose('mnist', 'tfds', str(folder), 'keras'), 'tfds')  # Given: kept.
+    self.assertEqual(choose('mnist', None, None, 'keras'), 'keras')
+
+
 class NpzSourceTest(tf.test.TestCase):
 
   def test_keras_layout(self):

@@ -8,7 +8,8 @@ same `RoundFunctions` the TFF process wraps (`tff_flare.algorithms.composer`) ru
   * each client's work runs in one of `num_threads` threads, each with its own model
     (several clients at once keep the cores busy, as TFF's runtime does), and the model is
     returned to its freshly built state before every client, as TFF builds a new one per call
-    (stateful RNN states and metric variables included). The models are built at the first
+    (stateful RNN states and metric variables included). The processes of a run share these
+    models (`ModelPool`). The models are built at the first
     round: a Keras model built in eager mode is invalidated by any model built later inside
     a `tf.Graph`, as every TFF process builder does;
   * the clients' summable outputs are added in client order and the server step runs as one
@@ -24,11 +25,13 @@ float rounding (the sums are added in another order); `tests/execution/test_inpr
 compares every algorithm.
 """
 
+import collections
 import concurrent.futures
+import functools
 import os
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 import numpy as np
@@ -38,6 +41,9 @@ from tff_flare.algorithms import model_facts
 from tff_flare.algorithms import process as process_lib
 from tff_flare.algorithms import round_functions
 from tff_flare.algorithms import selection
+
+# `(client's position in the round, its new state)`: where a round's new client states go.
+ClientStateSink = Callable[[int, Any], None]
 
 
 def _as_array(value) -> np.ndarray:
@@ -55,10 +61,6 @@ def _to_tensors(structure):
   """Tensors for a `tf.function` argument (numpy scalars would be traced by value); tensors
   pass as they are, arrays are copied in once."""
   return tf.nest.map_structure(tf.convert_to_tensor, structure)
-
-
-def _add(*values):
-  return values[0] if len(values) == 1 else tf.add_n(list(values))
 
 
 class ResettableModel:
@@ -92,24 +94,81 @@ class ResettableModel:
       variable.assign(value)
 
 
-class _ClientWorker:
-  """One thread's model and compiled client work."""
+def _traced(function: Callable, *bound) -> Callable:
+  """`tf.function` of `function` with `bound` as its first arguments, a function of its own.
 
-  def __init__(self, functions: round_functions.RoundFunctions):
-    model = ResettableModel(functions.model_fn)
+  TF counts the traces of `tf.function`s by their Python code and warns of "retracing" when
+  functions of one code (one per process, one per model) are each traced once; a
+  `functools.partial` is counted by itself.
+  """
+  return tf.function(functools.partial(function, *bound))
 
-    @tf.function
-    def run(server_weights, params, dataset, client_state, client_input):
-      model.reset()
-      return functions.client_work(model.model, server_weights, params, dataset,
-                                   client_state, client_input)
 
-    self._run = run
+def _reset_then_client_work(model: ResettableModel, functions: round_functions.RoundFunctions,
+                            server_weights, params, dataset, client_state, client_input):
+  """The client work on `model`, returned first to its freshly built state."""
+  model.reset()
+  return functions.client_work(model.model, server_weights, params, dataset, client_state,
+                               client_input)
 
-  def run(self, *args):
-    """The client work; traced (at the first call) with the compiled selection kernels."""
-    with selection.native_kernels():
-      return self._run(*args)
+
+class ClientOrderSum:
+  """Sums `count` structures given one at a time in client order, to the same floats as
+  `tf.add_n` of all of them at once: TF's CPU AddN adds its first `count % 8` inputs (8 or 9
+  where that is 0 or 1) left to right, then each next 8 left to right into a sum of their own
+  that it adds to the total. Holds two partial sums, not `count` inputs.
+
+  Args:
+    count: how many structures will be added (>= 1).
+  """
+
+  def __init__(self, count: int):
+    first = count if count <= 1 else {0: 8, 1: 9}.get(count % 8, count % 8)
+    self._groups = [first] + [8] * ((count - first) // 8)
+    self._left = self._groups.pop(0)
+    self._group = None
+    self._total = None
+
+  def add(self, structure) -> None:
+    if self._left <= 0:
+      raise ValueError('More structures added than the count given.')
+    self._group = (structure if self._group is None else
+                   tf.nest.map_structure(tf.add, self._group, structure))
+    self._left -= 1
+    if self._left == 0:
+      self._total = (self._group if self._total is None else
+                     tf.nest.map_structure(tf.add, self._total, self._group))
+      self._group = None
+      self._left = self._groups.pop(0) if self._groups else 0
+
+  @property
+  def total(self):
+    if self._left or self._groups:
+      raise ValueError('Fewer structures added than the count given.')
+    return self._total
+
+
+class ModelPool:
+  """Client models of one `model_fn`, each used by one thread at a time, shared by the
+  processes of a run: the algorithms of a run train one after another, and each client's work
+  sets every variable before it trains (`ResettableModel.reset`, then the server weights),
+  so one model a thread serves them all (the FC's 145 MB each, not one per algorithm)."""
+
+  def __init__(self, model_fn: model_facts.ModelFn):
+    self.model_fn = model_fn
+    self._idle: queue.SimpleQueue = queue.SimpleQueue()
+    self._lock = threading.Lock()
+
+  def take(self) -> ResettableModel:
+    """An idle model, or a new one (built at the first rounds, see the module docstring)."""
+    try:
+      return self._idle.get_nowait()
+    except queue.Empty:
+      with self._lock:  # Model construction is not thread-safe in Keras.
+        return ResettableModel(self.model_fn)
+
+  def give_back(self, model: ResettableModel) -> None:
+    self._idle.put(model)
 
 
 class InProcessProcess:
@@ -120,23 +179,28 @@ class InProcessProcess:
     num_threads: clients trained at once (default: the number of CPUs).
   """
 
-  def __init__(self, process: process_lib.AlgorithmProcess, num_threads: Optional[int] = None):
+  def __init__(self, process: process_lib.AlgorithmProcess, num_threads: Optional[int] = None,
+               models: Optional[ModelPool] = None):
     if process.round_functions is None:
       raise ValueError('This process has no RoundFunctions (e.g. TFF\'s own algorithms); it '
                        "runs on TFF's runtime only.")
     self._process = process
     self._functions = process.round_functions
+    if models is not None and models.model_fn is not self._functions.model_fn:
+      raise ValueError('The model pool holds models of another model_fn.')
+    self._models = models or ModelPool(self._functions.model_fn)
     self._num_threads = max(1, num_threads or os.cpu_count() or 1)
-    self._workers: queue.SimpleQueue = queue.SimpleQueue()
+    self._client_work: dict[int, Any] = {}  # id of a model -> its traced client work.
     self._lock = threading.Lock()
     self._pool = None
     functions = self._functions
-    # A new Python function for each process: `tf.function` counts traces per function.
-    self._server_step = tf.function(lambda state, summed: functions.server_step(state, summed))
-    self._round_params = tf.function(lambda schedule: functions.round_params(schedule))
+    # `_traced` gives each process its own functions (each traced once), which TF does not
+    # take for retracing of one function.
+    self._server_step = _traced(functions.server_step)
+    self._round_params = _traced(functions.round_params)
     self._record = None
     if functions.record_test_loss is not None:
-      self._record = tf.function(lambda state, loss: functions.record_test_loss(state, loss))
+      self._record = _traced(functions.record_test_loss)
     spec = process.client_input_spec
     self._input_dtype = None if spec is None else spec.dtype
 
@@ -163,8 +227,17 @@ class InProcessProcess:
     return _to_numpy(self._record(_to_tensors(state), tf.constant(loss, tf.float32)))
 
   def next(self, state, client_data: Sequence[tf.data.Dataset], client_states: Sequence[Any],
-           client_inputs: Sequence[Any]) -> process_lib.RoundOutput:
-    """One round on these clients; the same result as the TFF process's `next`."""
+           client_inputs: Sequence[Any], *,
+           client_state_sink: Optional[ClientStateSink] = None) -> process_lib.RoundOutput:
+    """One round on these clients; the same result as the TFF process's `next`.
+
+    The round holds no more than it needs: a client's state is read (`client_states[i]`; a
+    store's lazy view reads it only then) when its client starts, its output is added into
+    the round's sums in client order as soon as the clients before it are in, and at most
+    `num_threads + 1` clients' outputs wait for that at once. With `client_state_sink`, each
+    new client state goes to `client_state_sink(i, state)` there and then (the old one can be
+    released) and the output's `client_states` is None; without it, they are returned.
+    """
     if not len(client_data) == len(client_states) == len(client_inputs):
       raise ValueError(f'{len(client_data)} datasets, {len(client_states)} client states and '
                        f'{len(client_inputs)} client inputs: one of each per client.')
@@ -173,35 +246,58 @@ class InProcessProcess:
     weights = state.global_model_weights
 
     def work(index):
-      worker = self._take_worker()
+      model = self._models.take()
       try:
         client_input = client_inputs[index]
         if self._input_dtype is not None:
           client_input = tf.constant(client_input, self._input_dtype)
-        return worker.run(weights, params, client_data[index],
-                          _to_tensors(client_states[index]), client_input)
+        # Traced (at its first call) with the compiled selection kernels.
+        with selection.native_kernels():
+          return self._client_work_of(model)(weights, params, client_data[index],
+                                             _to_tensors(client_states[index]), client_input)
       finally:
-        self._workers.put(worker)
+        self._models.give_back(model)
+
+    summed = ClientOrderSum(len(client_data))
+    new_states = []
+
+    def take(index, output):
+      summed.add(output['summable'])
+      if client_state_sink is None:
+        new_states.append(output['client_state'])
+      else:
+        client_state_sink(index, output['client_state'])
 
     if self._num_threads == 1 or len(client_data) == 1:
-      outputs = [work(i) for i in range(len(client_data))]
+      for index in range(len(client_data)):
+        take(index, work(index))
     else:
-      outputs = list(self._thread_pool().map(work, range(len(client_data))))
-    summed = tf.nest.map_structure(_add, *[o['summable'] for o in outputs])
-    new_state, measurements = self._server_step(state, summed)
-    metrics = self._functions.round_metrics(state.client_work, summed, measurements)
+      pool = self._thread_pool()
+      waiting = collections.deque()
+      for index in range(len(client_data)):
+        while len(waiting) > self._num_threads:
+          done, future = waiting.popleft()
+          take(done, future.result())
+        waiting.append((index, pool.submit(work, index)))
+      while waiting:
+        done, future = waiting.popleft()
+        take(done, future.result())
+    new_state, measurements = self._server_step(state, summed.total)
+    metrics = self._functions.round_metrics(state.client_work, summed.total, measurements)
     # The server and client states stay tensors: copying 145 MB of FC weights out to numpy
     # and back in would cost more than the round's arithmetic on them (`np.asarray` reads a
     # tensor without a copy, for checkpoints).
     return process_lib.RoundOutput(state=new_state, metrics=_to_numpy(metrics),
-                                client_states=[o['client_state'] for o in outputs])
+                                   client_states=None if client_state_sink else new_states)
 
-  def _take_worker(self) -> _ClientWorker:
-    try:
-      return self._workers.get_nowait()
-    except queue.Empty:
-      with self._lock:  # Model construction is not thread-safe in Keras.
-        return _ClientWorker(self._functions)
+  def _client_work_of(self, model: ResettableModel):
+    """This process's client work on `model`, a `tf.function` (one per model)."""
+    with self._lock:
+      run = self._client_work.get(id(model))
+      if run is None:
+        run = _traced(_reset_then_client_work, model, self._functions)
+        self._client_work[id(model)] = run
+    return run
 
   def _thread_pool(self) -> concurrent.futures.ThreadPoolExecutor:
     if self._pool is None:

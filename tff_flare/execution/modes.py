@@ -25,6 +25,8 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any, Optional, Protocol
 
+import attrs
+
 from tff_flare.algorithms import process as process_lib
 from tff_flare.execution import inprocess
 from tff_flare.execution import remote
@@ -37,7 +39,11 @@ class BoundProcess(Protocol):
   """A process's methods, as one execution mode runs them."""
 
   def initialize(self) -> Any: ...
-  def next(self, state, client_data, client_states, client_inputs) -> process_lib.RoundOutput: ...
+  def next(self, state, client_data, client_states, client_inputs, *,
+           client_state_sink: Optional[inprocess.ClientStateSink] = None
+           ) -> process_lib.RoundOutput:
+    """A round; with `client_state_sink`, each new client state goes there (in-process: as
+    its client finishes) and the output's `client_states` is None."""
   def get_model_weights(self, state) -> Any: ...
   def set_model_weights(self, state, model_weights) -> Any: ...
   def initial_client_state(self) -> Any: ...
@@ -75,12 +81,21 @@ class _OnTff:
   def initialize(self):
     return self._process.initialize()
 
-  def next(self, state, client_data, client_states, client_inputs) -> process_lib.RoundOutput:
+  def next(self, state, client_data, client_states, client_inputs, *,
+           client_state_sink: Optional[inprocess.ClientStateSink] = None
+           ) -> process_lib.RoundOutput:
+    # TFF's runtime takes and returns the round's client states all at once.
     if self._use_phases:  # Each client trains once (see `process.RoundPhases`).
-      return next_in_phases(self._process, state, list(client_data),
-                                     list(client_states), list(client_inputs))
-    return self._process.next(state, list(client_data), list(client_states),
+      output = next_in_phases(self._process, state, list(client_data), list(client_states),
                               list(client_inputs))
+    else:
+      output = self._process.next(state, list(client_data), list(client_states),
+                                  list(client_inputs))
+    if client_state_sink is None:
+      return output
+    for index, client_state in enumerate(output.client_states):
+      client_state_sink(index, client_state)
+    return attrs.evolve(output, client_states=None)
 
   def get_model_weights(self, state):
     return self._process.get_model_weights(state)
@@ -178,6 +193,7 @@ class InProcessExecution(Execution):
     self._timeout_s = timeout_s
     self._local: Optional[LocalExecution] = None
     self._bound: list[inprocess.InProcessProcess] = []
+    self._model_pools: list[inprocess.ModelPool] = []  # Client models, one pool a model_fn.
 
   def __exit__(self, *exc) -> None:
     for bound in self._bound:
@@ -189,7 +205,12 @@ class InProcessExecution(Execution):
       if self._local is None:
         self._local = self._stack.enter_context(LocalExecution(self._timeout_s))
       return self._local.bind(process)
-    bound = inprocess.InProcessProcess(process, self._num_threads)
+    model_fn = process.round_functions.model_fn
+    pool = next((p for p in self._model_pools if p.model_fn is model_fn), None)
+    if pool is None:
+      pool = inprocess.ModelPool(model_fn)
+      self._model_pools.append(pool)
+    bound = inprocess.InProcessProcess(process, self._num_threads, models=pool)
     self._bound.append(bound)
     return bound
 

@@ -36,7 +36,8 @@ CLIENT_WEIGHTINGS = ('uniform', 'num_examples')
 # Settings a resumed run may change: they do not change what a round computes.
 RESUMABLE_FIELDS = ('output_dir', 'rounds', 'eval_every', 'checkpoint_every', 'execution',
                     'workers', 'worker_timeout_s', 'client_threads', 'allow_nonfinite_rounds',
-                    'client_state_storage', 'data_path', 'data_dir')
+                    'client_state_storage', 'data_path', 'data_dir',
+                    'memory_budget_gib')
 
 
 class ConfigError(ValueError):
@@ -77,6 +78,10 @@ class RunSettings:
                                     '(default: the number of CPUs).')
   allow_nonfinite_rounds: bool = _(False, 'Go on after a round in which an algorithm diverged '
                                    '(by default the run stops there).')
+  memory_budget_gib: Optional[float] = _(None, 'GiB this run may use at its peak (default: its '
+                                         "cgroup's limit, else the machine's available "
+                                         'memory); a run whose estimated peak is larger stops '
+                                         'before its first round, naming settings that fit.')
 
 
 @dataclasses.dataclass
@@ -101,7 +106,8 @@ class Settings(RunSettings):
                                      'second softmax (the fixed CNN; default: the authors\' '
                                      'model).')
   source: Optional[str] = _(None, 'Data source: keras, tfds, npz, imagefolder (images); tff, '
-                            'text (Shakespeare); task default if unset.')
+                            'text (Shakespeare). Unset: with --data_dir, the local source '
+                            'whose file is there; else the task default (keras, tff).')
   data_path: Optional[str] = _(None, 'File or folder of a local source (default: its file in '
                                'the data directory).')
   data_dir: Optional[str] = _(None, 'The data directory (python -m experiments.get_data fills '
@@ -197,6 +203,10 @@ def validate_run(settings: RunSettings, population: int) -> None:
            f'{", ".join(CLIENT_STATE_STORAGES)}.')
     modes.validate_execution(settings.execution, settings.workers, settings.worker_timeout_s,
                              settings.client_threads)
+    budget = settings.memory_budget_gib
+    _check(budget is None or (isinstance(budget, (int, float)) and not isinstance(budget, bool)
+                              and 0 < budget <= 2**20),
+           f'memory_budget_gib must be a number of GiB in (0, 1048576], got {budget!r}.')
   except ConfigError:
     raise
   except ValueError as e:

@@ -38,6 +38,7 @@ from tff_flare.simulation import checkpoints as checkpoints_lib
 from tff_flare.simulation import evaluation
 from tff_flare.simulation import hooks as hooks_lib
 from tff_flare.simulation import loop
+from tff_flare.simulation import memory
 from tff_flare.simulation import sampling
 from tff_flare.tasks import registry as tasks
 
@@ -311,6 +312,26 @@ def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: 
                           dict(algorithms=list(processes)), log)
 
 
+def _check_memory(processes: dict, population: int, settings: config_lib.RunSettings,
+                  evaluates: bool, log) -> memory.Estimate:
+  """Estimates the run's peak and logs it beside what the run may use; refuses a run that
+  would not fit (`memory.plan`)."""
+  threads = settings.client_threads or os.cpu_count() or 1
+  budget = (None if settings.memory_budget_gib is None else
+            int(settings.memory_budget_gib * memory.GIB))
+  estimate, available, refusal = memory.plan(
+      {name: memory.process_sizes(p) for name, p in processes.items()},
+      clients_with_state=population,
+      clients_per_round=settings.clients_per_round or population, threads=threads,
+      storage=settings.client_state_storage, execution=settings.execution,
+      evaluates=evaluates, budget=budget)
+  if refusal:
+    raise config_lib.ConfigError(refusal)
+  log(f'Memory: estimated peak {estimate.describe()}' + (
+      f' of {available / memory.GIB:.1f} GiB this run may use.' if available else '.'))
+  return estimate
+
+
 def _run_processes(processes: dict, client_datasets, client_ids: list[str], evaluate,
                    settings: config_lib.RunSettings, facts: dict, log) -> dict:
   """The one run of processes: checks the directory, records the settings (`facts` beside
@@ -318,6 +339,7 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
   output = pathlib.Path(settings.output_dir)
   checkpoint_rounds = checkpoints_lib.saved_rounds(output / 'checkpoints')
   _check_output_dir(settings, checkpoint_rounds)
+  estimate = _check_memory(processes, len(client_ids), settings, evaluate is not None, log)
   record = _record_config(settings, log, facts)
   if not checkpoint_rounds and (output / 'metrics.csv').exists():
     log('No checkpoint yet (stopped before the first): starting again from round 0.')
@@ -330,7 +352,7 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
   execution = modes.build_execution(settings.execution, settings.workers,
                                     timeout_s=settings.worker_timeout_s,
                                     num_threads=settings.client_threads)
-  with execution:
+  with execution, memory.PeakSampler() as peak:
     runs = []
     for name, process in processes.items():
       state_dir = (output / 'client_states' / name if settings.client_state_storage == 'disk'
@@ -363,9 +385,10 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
     if not settings.allow_nonfinite_rounds:
       hooks.append(hooks_lib.StopOnNonFiniteRound(
           lambda: (checkpoints.versions() or [None])[-1]))
+    progress = hooks_lib.LogProgress(log, start_round, settings.rounds, peak.peak_bytes)
     hooks += [hooks_lib.CheckpointEvery(checkpoints, settings.checkpoint_every,
                                         settings.rounds),
-              hooks_lib.LogProgress(log, start_round, settings.rounds), collected]
+              progress, collected]
     started = time.perf_counter()
     loop.run_rounds(runs, client_datasets, sampler, start_round=start_round,
                     end_round=settings.rounds, hooks=hooks, execution_stats=execution.stats)
@@ -377,6 +400,9 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
       where={run.name: run.where for run in runs},
       num_trainable_parameters=int(sum(np.size(t) for t in runs[0].model_weights().trainable)),
       gpus=[d.name for d in tf.config.list_physical_devices('GPU')],
-      seconds_this_session=time.perf_counter() - started)
+      seconds_this_session=time.perf_counter() - started,
+      memory=dict(estimated_peak_gib=round(estimate.total / memory.GIB, 3),
+                  peak_gib=round(peak.peak_bytes() / memory.GIB, 3),
+                  floor_gib=round(estimate.floor / memory.GIB, 3)))
   (output / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str))
   return summary

@@ -11,12 +11,13 @@ driver's memory holds only the round's clients (the FC's 100 accumulators are 14
 """
 
 import collections
+import collections.abc
 import json
 import os
 import pathlib
 import re
 import shutil
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,24 @@ class ClientStateMismatchError(ValueError):
 
 def _signature(state) -> list[tuple[tuple[int, ...], np.dtype]]:
   return [(np.shape(t), np.asarray(t).dtype) for t in tf.nest.flatten(state)]
+
+
+class StateView(collections.abc.Sequence):
+  """Clients' states read from a store when indexed (`ClientStateStore.view`): a round
+  reads a client's state when the client starts, so a disk store loads only those in
+  training, and a state replaced mid-round is not kept alive by the round."""
+
+  def __init__(self, store: 'ClientStateStore', client_ids: list[Hashable]):
+    self._store = store
+    self._client_ids = client_ids
+
+  def __len__(self) -> int:
+    return len(self._client_ids)
+
+  def __getitem__(self, index):
+    if isinstance(index, slice):
+      return [self._store.get(cid) for cid in self._client_ids[index]]
+    return self._store.get(self._client_ids[index])
 
 
 class ClientStateStore:
@@ -63,8 +82,9 @@ class ClientStateStore:
     """The client's state; the initial state for a client never updated."""
     return self._states.get(client_id, self._initial_state)
 
-  def get_many(self, client_ids: Iterable[Hashable]) -> list[Any]:
-    return [self.get(cid) for cid in client_ids]
+  def view(self, client_ids: Sequence[Hashable]) -> 'StateView':
+    """The states of `client_ids` as a sequence that reads each one when it is indexed."""
+    return StateView(self, list(client_ids))
 
   def validate(self, state, client_id: Hashable = None) -> Any:
     """Returns `state` (its leaves as given: numpy arrays, or tensors, which are not copied)

@@ -185,17 +185,21 @@ class CheckpointEvery(loop.Hook):
 
 
 class LogProgress(loop.Hook):
-  """A line per round: rate, time left, and the test accuracies evaluated this round.
+  """A line per round: rate, time left, the run's peak memory so far (when it is measured)
+  and the test accuracies evaluated this round.
 
   Args:
     log: where lines go (e.g. `print`).
     start_round, end_round: the rounds of this session.
+    peak_bytes: `() -> bytes`, the run's peak memory so far (`memory.PeakSampler`), or None.
   """
 
-  def __init__(self, log: Callable[[str], Any], start_round: int, end_round: int):
+  def __init__(self, log: Callable[[str], Any], start_round: int, end_round: int,
+               peak_bytes: Optional[Callable[[], int]] = None):
     self._log = log
     self._start_round = start_round
     self._end_round = end_round
+    self._peak_bytes = peak_bytes
     self._started = time.perf_counter()
 
   def after_round(self, round_num, runs, row) -> None:
@@ -203,5 +207,7 @@ class LogProgress(loop.Hook):
     rate = (done - self._start_round) / (time.perf_counter() - self._started)
     accuracies = ''.join(f' | {run.name} acc {row[run.name]["eval"]["accuracy"]:.4f}'
                          for run in runs if 'accuracy' in row[run.name].get('eval', {}))
+    peak = ('' if self._peak_bytes is None else
+            f' | peak {self._peak_bytes() / 2**30:.2f} GiB')
     self._log(f'round {round_num} | {rate:.2f} rounds/s | ETA '
-              f'{(self._end_round - done) / rate:.0f} s{accuracies}')
+              f'{(self._end_round - done) / rate:.0f} s{peak}{accuracies}')

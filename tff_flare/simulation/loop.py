@@ -77,9 +77,14 @@ class AlgorithmRun:
 
   def run_round(self, client_ids: Sequence[str], datasets: Sequence[Any]):
     """Trains one round on these clients; returns the round's metrics."""
-    output = self.bound.next(self.state, list(datasets), self.store.get_many(client_ids),
-                             self.process.client_inputs(client_ids))
-    self.store.update(client_ids, output.client_states)
+    if len(set(client_ids)) != len(client_ids):
+      raise ValueError(f'A round trains each client once; got {list(client_ids)}.')
+    # Each client's state is read when it starts and replaced when it ends: the round holds
+    # the states of the clients in training, not two of every client's.
+    output = self.bound.next(
+        self.state, list(datasets), self.store.view(client_ids),
+        self.process.client_inputs(client_ids),
+        client_state_sink=lambda index, state: self.store.update([client_ids[index]], [state]))
     self.state = output.state
     return output.metrics
 

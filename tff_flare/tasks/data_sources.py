@@ -61,6 +61,19 @@ def default_path(name: str, source: str, data_dir: str | None = None) -> str | N
   return None if file is None else str(pathlib.Path(data_dir or DEFAULT_DATA_DIR) / file)
 
 
+def choose_source(name: str, source: str | None, data_dir: str | None, default: str) -> str:
+  """The source to read data set `name` from: `source` when given; else, when a data
+  directory is named and holds a local source's file of `name` (`DATA_FILES`), that source
+  (a user who names the data directory expects it read, not a download); else `default`."""
+  if source is not None:
+    return source
+  if data_dir is not None:
+    for (data_set, local), file in DATA_FILES.items():
+      if data_set == name and (pathlib.Path(data_dir) / file).exists():
+        return local
+  return default
+
+
 class DataSourceError(ValueError):
   """A data file is missing or malformed, or a source name is unknown."""
 

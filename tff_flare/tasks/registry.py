@@ -163,7 +163,8 @@ def _shakespeare_task(name: str, o: TaskOptions) -> Task:
   if o.text_evaluation not in TEXT_EVALUATIONS:
     raise ValueError(f'Unknown text_evaluation {o.text_evaluation!r}; known: '
                      f'{", ".join(TEXT_EVALUATIONS)}.')
-  train, test = data_sources.load_shakespeare(o.source or 'tff', o.data_path, o.data_dir)
+  source = data_sources.choose_source('shakespeare', o.source, o.data_dir, 'tff')
+  train, test = data_sources.load_shakespeare(source, o.data_path, o.data_dir)
   asked = o.num_clients or 10
   chosen = text.select_clients(train, asked)
   seed, epochs = o.seed, o.epochs
@@ -196,8 +197,8 @@ def _shakespeare_task(name: str, o: TaskOptions) -> Task:
                   total_clients=len(train.client_ids), num_clients=len(chosen),
                   is_regularized=lambda var_name: 'embedding' not in var_name),
               round_train_data=round_train_data,
-              data_fingerprint=data_sources.shakespeare_fingerprint(o.source or 'tff',
-                                                                    o.data_path, o.data_dir))
+              data_fingerprint=data_sources.shakespeare_fingerprint(source, o.data_path,
+                                                                    o.data_dir))
 
 
 # The task table: a new task is its builder and one row here.

@@ -1,0 +1,77 @@
+r"""Peak memory of a run against its estimate and its arithmetic floor: model x algorithm x store.
+
+Each cell is one run of the experiment binary (`python -m experiments.run_experiment`), alone,
+in a subprocess of its own, for `--rounds` rounds with an evaluation and a checkpoint every
+round, on the real data of `--data_dir`. It reads back what the run recorded in
+`summary.json`: the peak it estimated before its first round and the peak it measured (this
+process and its TFF workers) and its arithmetic floor (`tff_flare.simulation.memory`): the
+process with TensorFlow, TFF and the data loaded, every client's state kept in memory, each
+thread's client its weights, gradient and state, and the server its model and the round's
+sum.
+
+  python -m benchmarks.memory --tasks=mnist_fc --algorithms=flare,ec,ef21_dense,fedavg
+  python -m benchmarks.memory --tasks=mnist_cnn,mnist_fc --storages=memory,disk \
+      --algorithms=flare,fedavg,tff_fedavg --rounds=2
+
+Start it under a cap (`memcap 14G python -m benchmarks.memory ...`): the cells run one at a
+time, and a cell that would not fit its machine stops before it starts (reported as such).
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+from absl import app
+from absl import flags
+
+_TASKS = flags.DEFINE_list('tasks', ['mnist_fc'], 'Tasks (models) to measure.')
+_ALGORITHMS = flags.DEFINE_list('algorithms', ['flare', 'ec', 'ef21_dense', 'fedavg'],
+                                'Algorithms, one run each.')
+_STORAGES = flags.DEFINE_list('storages', ['memory', 'disk'], 'Client-state stores.')
+_ROUNDS = flags.DEFINE_integer('rounds', 1, 'Rounds of each run.', lower_bound=1)
+_THREADS = flags.DEFINE_integer('client_threads', 2, 'Client threads of each run.',
+                                lower_bound=1)
+_DATA_DIR = flags.DEFINE_string('data_dir', 'data', 'The data directory (--data_dir of runs).')
+_SOURCE = flags.DEFINE_string('source', 'npz', 'The data source of the image tasks.')
+
+
+def _cell(task: str, algorithm: str, storage: str, directory: str) -> dict:
+  output = os.path.join(directory, f'{task}_{algorithm}_{storage}')
+  command = [sys.executable, '-m', 'experiments.run_experiment', f'--task={task}',
+             f'--algorithms={algorithm}', f'--rounds={_ROUNDS.value}', '--eval_every=1',
+             '--checkpoint_every=1', f'--client_state_storage={storage}',
+             f'--client_threads={_THREADS.value}', f'--data_dir={_DATA_DIR.value}',
+             f'--output_dir={output}']
+  if task != 'shakespeare_gru':
+    command.append(f'--source={_SOURCE.value}')
+  result = subprocess.run(command, capture_output=True, text=True, check=False,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+  if result.returncode != 0:
+    return dict(error=(result.stderr.strip().splitlines() or ['?'])[-1][:300])
+  summary = json.loads((pathlib.Path(output) / 'summary.json').read_text())
+  return summary['memory']
+
+
+def main(argv):
+  del argv
+  print(f'{"task":<16}{"algorithm":<12}{"store":<8}{"peak GiB":>9}{"estimate":>9}'
+        f'{"est/peak":>9}{"floor":>7}{"peak/floor":>11}')
+  with tempfile.TemporaryDirectory() as directory:
+    for task in _TASKS.value:
+      for algorithm in _ALGORITHMS.value:
+        for storage in _STORAGES.value:
+          cell = _cell(task, algorithm, storage, directory)
+          if 'error' in cell:
+            print(f'{task:<16}{algorithm:<12}{storage:<8} {cell["error"]}', flush=True)
+            continue
+          peak, estimate = cell['peak_gib'], cell['estimated_peak_gib']
+          floor = cell['floor_gib']
+          print(f'{task:<16}{algorithm:<12}{storage:<8}{peak:>9.2f}{estimate:>9.2f}'
+                f'{estimate / peak:>9.2f}{floor:>7.2f}{peak / floor:>11.2f}', flush=True)
+
+
+if __name__ == '__main__':
+  app.run(main)

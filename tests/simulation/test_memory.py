@@ -1,0 +1,110 @@
+"""Tests of `tff_flare.simulation.memory`: sizes read off a process's types, the estimate's
+arithmetic, the refusal and what a process may use (the refusal of a whole run, in a
+subprocess: `tests/experiments/test_run_experiment.py`)."""
+
+import time
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tests import tiny_models
+from tff_flare.simulation import memory
+
+# The tiny softmax model: a 4x3 kernel and 3 biases, float32.
+_MODEL = (12 + 3) * 4
+
+
+class SizesTest(tf.test.TestCase):
+
+  def test_tff_type_bytes(self):
+    spec = tff.types.StructType([
+        ('a', tff.types.TensorType(np.float32, [3, 4])),
+        ('b', tff.types.FederatedType(tff.types.TensorType(np.int64, [5]), tff.SERVER)),
+        ('c', tff.types.SequenceType(tff.types.TensorType(np.float32, [2]))),
+        ('d', tff.types.TensorType(np.float32, [None, 2]))])
+    self.assertEqual(memory.tff_type_bytes(spec), 48 + 40)
+
+  def test_sizes_of_processes(self):
+    flare = memory.process_sizes(tiny_models.tiny_process('flare'))
+    self.assertEqual((flare.model, flare.client_state, flare.on_tff), (_MODEL, _MODEL, False))
+    self.assertGreaterEqual(flare.server_state, _MODEL)
+    fedavg = memory.process_sizes(tiny_models.tiny_process('fedavg'))
+    self.assertEqual(fedavg.client_state, 0)
+    self.assertTrue(memory.process_sizes(tiny_models.tiny_process('tff_fedavg')).on_tff)
+
+
+def _sizes(**kinds):
+  model = 100 * 2**20
+  return {name: memory.ProcessSizes(model=model, server_state=model,
+                                    client_state=model if kind == 'stateful' else 0,
+                                    on_tff=kind == 'tff')
+          for name, kind in kinds.items()}
+
+
+class EstimateTest(tf.test.TestCase):
+
+  def _estimate(self, sizes, **changes):
+    options = dict(clients_with_state=10, clients_per_round=10, threads=2, storage='memory',
+                   execution='inprocess', base=2**30, evaluates=True)
+    options.update(changes)
+    return memory.estimate_run(sizes, **options)
+
+  def test_states_on_disk_leave_the_estimate(self):
+    sizes = _sizes(flare='stateful', ec='stateful')
+    in_memory, on_disk = self._estimate(sizes), self._estimate(sizes, storage='disk')
+    self.assertEqual(in_memory.resident - on_disk.resident, 2 * 10 * 100 * 2**20)
+    self.assertEqual(in_memory.round, on_disk.round)
+
+  def test_more_threads_more_memory_and_models_shared(self):
+    sizes = _sizes(flare='stateful', fedavg='plain')
+    self.assertLess(self._estimate(sizes, threads=1).total,
+                    self._estimate(sizes, threads=2).total)
+    # Two algorithms of one model share the client models: FedAvg adds its server state.
+    alone = self._estimate(_sizes(flare='stateful'))
+    self.assertEqual(self._estimate(sizes).resident - alone.resident, 100 * 2**20)
+
+  def test_tff_runtime_counted_only_where_it_runs_here(self):
+    sizes = _sizes(tff_fedavg='tff')
+    self.assertGreater(self._estimate(sizes).tff, memory.TFF_WORKER_BASE)
+    self.assertEqual(self._estimate(sizes, execution='remote').tff, 0)
+
+  def test_refusal_names_what_fits(self):
+    sizes = _sizes(flare='stateful', ec='stateful')
+    common = dict(clients_with_state=10, clients_per_round=10, threads=2, storage='memory',
+                  execution='inprocess', evaluates=True)
+    estimate, available, refusal = memory.plan(sizes, budget=2**50, **common)
+    self.assertIsNone(refusal)
+    base = memory.resident_bytes()
+    disk = memory.estimate_run(sizes, **dict(common, storage='disk', base=base)).total
+    alone = memory.estimate_run(_sizes(flare='stateful'), **dict(common, base=base)).total
+    budget = max(disk, alone) + 2**26  # The resident memory moves a little meanwhile.
+    _, available, refusal = memory.plan(sizes, budget=budget, **common)
+    self.assertEqual(available, budget)
+    self.assertIn(f'more than the {available / memory.GIB:.1f} GiB', refusal)
+    self.assertIn('--client_state_storage=disk', refusal)
+    self.assertIn('fewer algorithms at once (alone: flare', refusal)
+    self.assertNotIn('\n', refusal)
+    _, _, refusal = memory.plan(sizes, budget=2**20, **common)  # Nothing fits.
+    self.assertIn('What fits: nothing of these settings', refusal)
+
+
+class MeasuredTest(tf.test.TestCase):
+
+  def test_this_process(self):
+    before = memory.resident_bytes()
+    self.assertGreater(before, 50 * 2**20)  # TensorFlow is loaded.
+    with memory.PeakSampler(interval_s=0.01) as peak:
+      held = np.ones(256 * 2**20 // 8)  # 256 MiB, touched.
+      time.sleep(0.2)
+      del held
+      time.sleep(0.05)
+    self.assertGreaterEqual(peak.peak_bytes(), before + 200 * 2**20)
+    self.assertLess(memory.resident_bytes(), peak.peak_bytes())
+    available = memory.available_bytes()
+    self.assertIsNotNone(available)
+    self.assertGreater(available, memory.resident_bytes())
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -1,0 +1,322 @@
+"""A run's memory: what it will need (estimated before it starts), what it may use, what it used.
+
+A machine without swap that runs out of memory loses everything on it, so a run estimates its
+peak before the first round (`estimate_run`) from what it trains: each algorithm's server and
+client states (read off the TFF process's types, so any model counts), the clients a round and
+the threads that train them, where the clients' states are kept, and TFF's runtime for the
+algorithms that run there. `check_fits` compares it with what the run may use
+(`available_bytes`: its cgroup's limit, else the machine's available memory) and refuses, in
+one line naming the settings that would fit, a run that would not. `PeakSampler` measures
+what the run used (this process and its TFF workers), for `summary.json` and the progress
+lines.
+
+The estimate's terms (bytes; `M` a model's trainable weights, `S` a client's state):
+
+  base       the interpreter with TensorFlow and TFF loaded, and the data (measured when the
+             estimate is made: the process's resident memory then);
+  resident   per algorithm in this process: its server state, and with states in memory
+             every client's `S` (a disk store keeps them in files); the client models, one
+             per thread, shared by the algorithms of one model (`inprocess`), and the
+             evaluation's model;
+  round      the largest algorithm's round: each thread's client at work
+             (`WORKING_MODELS` model-sized tensors: weights, gradient, optimizer state,
+             FLARE's target and the top-k's split), and up to threads + 1 finished clients'
+             message and new state waiting to be added, and the sum;
+  TFF        an algorithm on TFF's runtime (TFF's own FedAvg): the `worker_binary`'s copies
+             of the model for every client of the round (`TFF_MODELS_PER_CLIENT`): TFF's
+             runtime holds a round's clients at once, whatever its concurrency or subrounds.
+
+The constants are fitted to the peaks `python -m benchmarks.memory` measures
+(`docs/performance.md`, "Memory").
+"""
+
+import dataclasses
+import os
+import pathlib
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Optional
+
+import numpy as np
+import tensorflow_federated as tff
+
+from tff_flare.execution import cleanup
+
+GIB = 2**30
+
+# Model-sized tensors a client at work holds besides the shared model (fitted; see above).
+WORKING_MODELS = 5.0
+# Model-sized values TFF's worker holds per client of a round (fitted).
+TFF_MODELS_PER_CLIENT = 4.0
+# TFF's worker at rest: the runtime and its compiled computations (measured).
+TFF_WORKER_BASE = int(0.7 * GIB)
+# The estimate's margin for what the arithmetic does not see (allocator slack, Keras).
+MARGIN = 1.1
+
+
+def tff_type_bytes(type_spec) -> int:
+  """Bytes of the tensors of a TFF type (a placed type counts its member once; a sequence or
+  a tensor of unknown shape counts 0)."""
+  if isinstance(type_spec, tff.types.FederatedType):
+    return tff_type_bytes(type_spec.member)
+  if isinstance(type_spec, tff.types.StructType):
+    return sum(tff_type_bytes(element) for element in type_spec)
+  if isinstance(type_spec, tff.types.TensorType):
+    shape = type_spec.shape
+    if shape is None or any(d is None for d in shape):
+      return 0
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(type_spec.dtype).itemsize
+  return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessSizes:
+  """What one algorithm's process keeps, in bytes.
+
+  Attributes:
+    model: the trainable weights (`M`).
+    server_state: the server state (the model, optimizer and aggregator states).
+    client_state: one client's state (`S`; 0 for a stateless algorithm).
+    on_tff: whether it runs on TFF's runtime (TFF's own algorithms).
+  """
+
+  model: int
+  server_state: int
+  client_state: int
+  on_tff: bool
+
+
+def process_sizes(process) -> ProcessSizes:
+  """Sizes of an `AlgorithmProcess` (or a TFF learning process) from its types."""
+  server = tff_type_bytes(process.initialize.type_signature.result)
+  initial_client_state = getattr(process, 'initial_client_state', None)
+  client = (tff_type_bytes(initial_client_state.type_signature.result)
+            if initial_client_state is not None else 0)
+  weights_type = process.get_model_weights.type_signature.result
+  model = tff_type_bytes(weights_type.trainable if hasattr(weights_type, 'trainable')
+                         else weights_type[0])
+  return ProcessSizes(model=model, server_state=server, client_state=client,
+                      on_tff=getattr(process, 'runs_only_on_tff', True))
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+  """A run's estimated peak (bytes) and its terms (see the module docstring).
+
+  `floor` is what no implementation can do without: `base`, the server states, the states
+  kept in memory, and for the largest algorithm each thread's client its weights, gradient
+  and state, and the round's sum.
+  """
+
+  base: int
+  resident: int
+  round: int
+  tff: int
+  floor: int
+
+  @property
+  def total(self) -> int:
+    return int(MARGIN * (self.base + self.resident + self.round + self.tff))
+
+  def describe(self) -> str:
+    return (f'{self.total / GIB:.1f} GiB (base {self.base / GIB:.1f}, states and models '
+            f'{self.resident / GIB:.1f}, a round {self.round / GIB:.1f}'
+            + (f", TFF's runtime {self.tff / GIB:.1f}" if self.tff else '') + ')')
+
+
+def estimate_run(sizes: Mapping[str, ProcessSizes], *, clients_with_state: int,
+                 clients_per_round: int, threads: int, storage: str, execution: str,
+                 base: int, evaluates: bool = True) -> Estimate:
+  """The peak of a run training `sizes`' algorithms side by side.
+
+  Args:
+    sizes: `{algorithm: process_sizes(process)}`.
+    clients_with_state: clients whose states a run keeps (the population).
+    clients_per_round: clients trained a round.
+    threads: clients trained at once in this process (`client_threads`).
+    storage: 'memory' or 'disk' (`client_state_storage`).
+    execution: 'inprocess', 'local' or 'remote'.
+    base: bytes of the process when the estimate is made (`resident_bytes()`).
+    evaluates: whether the run evaluates (one more model).
+  """
+  here = [s for s in sizes.values() if not s.on_tff and execution == 'inprocess']
+  on_tff = [s for s in sizes.values() if s.on_tff or execution != 'inprocess']
+  threads = max(1, min(threads, clients_per_round))
+  resident = 0
+  models = {s.model for s in here}
+  # Client models: one per thread for each model size (processes of one model share them).
+  resident += sum(models) * threads + (max(models, default=0) if evaluates else 0)
+  for s in sizes.values():
+    resident += s.server_state
+    if storage == 'memory':
+      resident += s.client_state * clients_with_state
+  round_bytes = max([threads * WORKING_MODELS * s.model +
+                     (threads + 1) * (s.model + s.client_state) + s.model
+                     for s in here] + [0])
+  tff_bytes = 0
+  if on_tff and execution != 'remote':
+    # TFF's runtime holds every client's values of a round at once: neither its concurrency
+    # (--max_concurrent_computation_calls) nor its subrounds bound it (measured on the FC).
+    tff_bytes = TFF_WORKER_BASE + max(
+        clients_per_round * (TFF_MODELS_PER_CLIENT * s.model + s.client_state)
+        for s in on_tff)
+    # The driver also holds what it sends and receives: the server state and the states.
+    round_bytes = max(round_bytes, max(2 * s.server_state + 2 * clients_per_round *
+                                       s.client_state for s in on_tff))
+  floor = sum(s.server_state + (s.client_state * clients_with_state if storage == 'memory'
+                                 else 0) for s in sizes.values())
+  floor += max(threads * (2 * s.model + s.client_state) + s.model for s in sizes.values())
+  return Estimate(base=int(base), resident=int(resident), round=int(round_bytes),
+                  tff=int(tff_bytes), floor=int(base + floor))
+
+
+def resident_bytes(pid: Optional[int] = None) -> int:
+  """The memory a process (this one by default) holds of its own, in bytes: its anonymous
+  and shared-memory pages. The pages of files it maps (TensorFlow's libraries, a disk
+  store's states) are the kernel's page cache, which it can reclaim, and are left out, as a
+  memory cgroup charges them to whoever read them first."""
+  return _status_bytes(pid, 'RssAnon') + _status_bytes(pid, 'RssShmem')
+
+
+def _status_bytes(pid: Optional[int], field: str) -> int:
+  path = f'/proc/{pid or "self"}/status'
+  try:
+    for line in pathlib.Path(path).read_text().splitlines():
+      if line.startswith(field + ':'):
+        return int(line.split()[1]) * 1024
+  except (OSError, ValueError, IndexError):
+    pass
+  return 0
+
+
+class PeakSampler:
+  """Measures a run's peak memory: this process's and its TFF workers' together.
+
+  A thread adds the memory of this process and of its workers (`resident_bytes`: their
+  own pages, not the files they map) every `interval_s`: a peak shorter than that can be
+  missed. (The processes' own high-water marks would count TensorFlow's libraries and add
+  peaks of different moments.) A context manager: the thread runs inside `with` only.
+  """
+
+  def __init__(self, interval_s: float = 0.05):
+    self._interval_s = interval_s
+    self._peak = 0
+    self._stop = threading.Event()
+    self._thread: Optional[threading.Thread] = None
+
+  def __enter__(self) -> 'PeakSampler':
+    self._stop.clear()
+    self._thread = threading.Thread(target=self._sample, name='tff_flare_memory', daemon=True)
+    self._thread.start()
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self._stop.set()
+    self._thread.join()
+
+  def _sample(self) -> None:
+    workers, found = [], 0.0
+    while not self._stop.is_set():
+      if time.monotonic() - found > 1.0:  # Workers start and stop rarely.
+        workers, found = cleanup.local_worker_pids(), time.monotonic()
+      total = resident_bytes() + sum(resident_bytes(pid) for pid in workers)
+      self._peak = max(self._peak, total)
+      self._stop.wait(self._interval_s)
+
+  def peak_bytes(self) -> int:
+    """The peak so far, in bytes."""
+    return self._peak
+
+
+def _cgroup_limit() -> Optional[int]:
+  """What this process may hold under its memory cgroups' limits (theirs and their parents'):
+  a limit less what the cgroup's other members use (its usage beyond this process's resident
+  memory; shared library pages may be charged elsewhere), or None without a limit."""
+  own = resident_bytes()
+  try:
+    lines = pathlib.Path('/proc/self/cgroup').read_text().splitlines()
+  except OSError:
+    return None
+  room = None
+  for line in lines:
+    number, controllers, path = line.split(':', 2)
+    if number == '0' and not controllers:  # cgroup v2
+      root, limit_file, usage_file = pathlib.Path('/sys/fs/cgroup'), 'memory.max', 'memory.current'
+    elif 'memory' in controllers.split(','):  # cgroup v1
+      root = pathlib.Path('/sys/fs/cgroup/memory')
+      limit_file, usage_file = 'memory.limit_in_bytes', 'memory.usage_in_bytes'
+    else:
+      continue
+    folder = root / path.lstrip('/')
+    while True:
+      try:
+        limit = (folder / limit_file).read_text().strip()
+        usage = int((folder / usage_file).read_text().strip())
+        if limit != 'max' and int(limit) < 2**60:
+          left = int(limit) - max(0, usage - own)
+          room = left if room is None else min(room, left)
+      except (OSError, ValueError):
+        pass
+      if folder == root or folder.parent == folder:
+        break
+      folder = folder.parent
+  return room
+
+
+def _machine_available() -> Optional[int]:
+  try:
+    for line in pathlib.Path('/proc/meminfo').read_text().splitlines():
+      if line.startswith('MemAvailable:'):
+        return int(line.split()[1]) * 1024
+  except (OSError, ValueError, IndexError):
+    pass
+  return None
+
+
+def available_bytes() -> Optional[int]:
+  """What this process may hold in all: its cgroup's limit (`_cgroup_limit`), or without one
+  what it holds now plus the machine's available memory; None where neither is known."""
+  limit = _cgroup_limit()
+  if limit is not None:
+    return limit
+  machine = _machine_available()
+  return None if machine is None else resident_bytes() + machine
+
+
+def plan(sizes: Mapping[str, ProcessSizes], *, clients_with_state: int, clients_per_round: int,
+         threads: int, storage: str, execution: str, evaluates: bool,
+         budget: Optional[int] = None) -> tuple[Estimate, Optional[int], Optional[str]]:
+  """The run's estimate, what it may use (`budget`, else `available_bytes()`), and, when the
+  estimate is larger, the one-line refusal naming the settings that would fit (None when it
+  fits, or when what it may use is unknown)."""
+  base = resident_bytes()
+  common = dict(clients_with_state=clients_with_state, clients_per_round=clients_per_round,
+                evaluates=evaluates, base=base)
+  estimate = estimate_run(sizes, threads=threads, storage=storage, execution=execution,
+                          **common)
+  available = budget if budget is not None else available_bytes()
+  if available is None or estimate.total <= available:
+    return estimate, available, None
+  fits = []
+  for label, changes in (('--client_state_storage=disk', dict(storage='disk')),
+                         ('--client_threads=1', dict(threads=1)),
+                         ('both', dict(storage='disk', threads=1))):
+    options = dict(threads=threads, storage=storage, execution=execution)
+    options.update(changes)
+    if options == dict(threads=threads, storage=storage, execution=execution):
+      continue
+    total = estimate_run(sizes, **options, **common).total
+    if total <= available:
+      fits.append(f'{label} ({total / GIB:.1f} GiB)')
+  if len(sizes) > 1:
+    alone = {name: estimate_run({name: s}, threads=threads, storage=storage,
+                                execution=execution, **common).total
+             for name, s in sizes.items()}
+    if min(alone.values()) <= available:
+      fits.append('fewer algorithms at once (alone: ' + ', '.join(
+          f'{name} {total / GIB:.1f}' for name, total in alone.items()) + ' GiB)')
+  return estimate, available, (
+      f'This run needs about {estimate.describe()} at its peak, more than the '
+      f'{available / GIB:.1f} GiB it may use; it would not finish. What fits: '
+      + ('; '.join(fits) if fits else 'nothing of these settings: a larger machine') + '.')
