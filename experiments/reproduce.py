@@ -23,6 +23,7 @@ with other flags; 1 a run failed (its `log.txt` says why); 130 interrupted (the 
 resumes).
 """
 
+import math
 import pathlib
 import signal
 import sys
@@ -49,6 +50,12 @@ _DRY_RUN = flags.DEFINE_bool('dry_run', False, 'Print the command of every run o
 _UNTIL_ROUND = flags.DEFINE_integer(
     'until_round', None, 'Run in pieces: take every run only up to this round this time (a '
     'later call without it, or with more, goes on from its checkpoint).', lower_bound=1)
+_MEMORY_BUDGET = flags.DEFINE_float(
+    'memory_budget_gib', None, 'GiB the runs may use together (default: what this process '
+    "may use: its cgroup's limit, else the machine's available memory); a run is started "
+    'beside others only when their peaks fit together.', lower_bound=0.001)
+flags.register_validator('memory_budget_gib', lambda v: v is None or math.isfinite(v),
+                         '--memory_budget_gib must be a finite number of GiB.')
 _SUMMARIZE_ONLY = flags.DEFINE_bool('summarize_only', False,
                                     'Only draw the figures and write the results page.')
 
@@ -84,7 +91,8 @@ def main(argv):
   if not _SUMMARIZE_ONLY.value:
     try:
       status = schedule.execute(runs, results, _DATA_DIR.value, _JOBS.value,
-                                until_round=_UNTIL_ROUND.value)
+                                until_round=_UNTIL_ROUND.value,
+                                memory_budget_gib=_MEMORY_BUDGET.value)
     except schedule.ReproduceError as e:
       raise binary.BadInput(str(e)) from e
     except KeyboardInterrupt:

@@ -10,6 +10,7 @@ A run of `run_experiment` (or `run_masking`) writes `metrics.csv` (a row per rou
                          bytes uploaded before them;
   config(run_dir)        the recorded configuration;
   rounds_done(run_dir)   the rounds finished (summary or latest checkpoint);
+  peak_gib(run_dir)      the peak memory the run measured (summary);
   seconds_per_round(run_dir)  the median of a round's training seconds (all algorithms).
 
 A row cut by a kill or a full disk (the last line without its end of line) is left out:
@@ -162,6 +163,14 @@ def summary(run_dir: pathlib.Path) -> Optional[dict]:
     return json.loads(path.read_text())
   except (OSError, ValueError) as e:
     raise RunFileError(f'{path} cannot be read ({e}).') from e
+
+
+def peak_gib(run_dir: pathlib.Path) -> Optional[float]:
+  """The peak memory the run measured (its summary's, in GiB), None where none is recorded
+  (no summary, or one made before runs measured it)."""
+  recorded = (summary(run_dir) or {}).get('memory') or {}
+  peak = recorded.get('peak_gib')
+  return float(peak) if isinstance(peak, (int, float)) and peak > 0 else None
 
 
 def rounds_done(run_dir: pathlib.Path) -> int:

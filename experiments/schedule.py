@@ -35,6 +35,7 @@ from typing import Optional
 from experiments import runs as runs_lib
 from experiments import spec
 from tff_flare.execution import cleanup
+from tff_flare.simulation import memory
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS = pathlib.Path('experiments') / 'results'  # The committed results, in the repository.
@@ -128,6 +129,7 @@ class RunStatus:
   run: spec.Run
   done: int
   seconds_per_round: Optional[float]
+  peak_gib: Optional[float] = None
 
   @property
   def finished(self) -> bool:
@@ -141,27 +143,35 @@ def status(figures: Sequence[spec.Figure], results: pathlib.Path) -> list[RunSta
       run_dir = results / figure.name / run.name
       try:
         seconds = runs_lib.seconds_per_round(run_dir)
+        peak = runs_lib.peak_gib(run_dir)
       except runs_lib.RunFileError:
-        seconds = None
-      result.append(RunStatus(figure, run, runs_lib.rounds_done(run_dir), seconds))
+        seconds = peak = None
+      result.append(RunStatus(figure, run, runs_lib.rounds_done(run_dir), seconds, peak))
   return result
 
 
 @dataclasses.dataclass(frozen=True)
 class Cost:
   """Seconds of a run: all of it from scratch, and what is left; `measured` when the run's own
-  rounds give its rate, else from runs of the same cost key; NaN where none has rounds."""
+  rounds give its rate, else from runs of the same cost key; NaN where none has rounds.
+  `peak_gib`: its peak memory, measured by the run or else by runs of the same cost key
+  (`peak_measured` says which); None where none has measured it."""
 
   from_scratch: float
   left: float
   measured: bool
+  peak_gib: Optional[float] = None
+  peak_measured: bool = False
 
 
 def costs(statuses: Sequence[RunStatus]) -> dict[tuple[str, str], Cost]:
   by_key = collections.defaultdict(list)
+  peaks = collections.defaultdict(list)
   for s in statuses:
     if s.seconds_per_round is not None:
       by_key[cost_key(s.run)].append(s.seconds_per_round)
+    if s.peak_gib is not None:
+      peaks[cost_key(s.run)].append(s.peak_gib)
   result = {}
   for s in statuses:
     left = max(0, s.run.rounds - s.done)
@@ -171,8 +181,11 @@ def costs(statuses: Sequence[RunStatus]) -> dict[tuple[str, str], Cost]:
       rate, measured = statistics.median(by_key[cost_key(s.run)]), False
     else:
       rate, measured = float('nan'), False
+    peak = s.peak_gib if s.peak_gib is not None else (
+        max(peaks[cost_key(s.run)]) if peaks.get(cost_key(s.run)) else None)
     result[(s.figure.name, s.run.name)] = Cost(rate * s.run.rounds,
-                                               0.0 if not left else rate * left, measured)
+                                               0.0 if not left else rate * left, measured,
+                                               peak, s.peak_gib is not None)
   return result
 
 
@@ -203,8 +216,11 @@ def format_list(figures: Sequence[spec.Figure], results: pathlib.Path) -> str:
       rate = (f'{s.seconds_per_round:.2f} s/round' if s.seconds_per_round is not None else
               'no rounds yet')
       label = '' if c.measured else ' (estimated)'
+      peak = ('peak ?' if c.peak_gib is None else
+              f'peak {c.peak_gib:.1f} GiB{"" if c.peak_measured else " (its kind)"}')
       lines.append(f'  {s.run.name:<32} {s.done:>5} / {s.run.rounds:<5} {rate:<16} '
-                   f'{hours(c.left)} left, {hours(c.from_scratch)} from scratch{label}')
+                   f'{hours(c.left)} left, {hours(c.from_scratch)} from scratch{label}; '
+                   f'{peak}')
   return '\n'.join(lines)
 
 
@@ -278,13 +294,73 @@ def failure(returncode: int, log_path: pathlib.Path) -> str:
   return f'killed by {name}' + (f': {fatal[-1]}' if fatal else '')
 
 
+# Less than this left beside the runs going on: no run is started beside them.
+_SMALLEST_BUDGET = 2**27
+# The line a run logs with its estimated peak (`runner`), before its first round.
+_ESTIMATE_LINE = re.compile(r'^Memory: estimated peak ([\d.]+) GiB', re.MULTILINE)
+
+
+@dataclasses.dataclass
+class _Running:
+  """A run started by `execute`: `peak` its expected peak (bytes; None until known)."""
+
+  figure: spec.Figure
+  run: spec.Run
+  core: Optional[int]
+  peak: Optional[int]
+  log_start: int
+  beside_others: bool
+
+
+def _memory_left() -> Optional[int]:
+  """What the runs may use together: what this process may use, less what it holds."""
+  available = memory.available_bytes()
+  return None if available is None else available - memory.resident_bytes()
+
+
+def _expected_peaks(runs: Sequence[tuple[spec.Figure, spec.Run]],
+                    results: pathlib.Path) -> dict[int, int]:
+  """`{id(run): bytes}` of the runs whose peak was measured, by them or their kind."""
+  statuses = []
+  for figure, run in runs:
+    try:
+      peak = runs_lib.peak_gib(results / figure.name / run.name)
+    except runs_lib.RunFileError:
+      peak = None
+    statuses.append(RunStatus(figure, run, 0, None, peak))
+  found = costs(statuses)
+  return {id(s.run): int(found[(s.figure.name, s.run.name)].peak_gib * memory.GIB)
+          for s in statuses if found[(s.figure.name, s.run.name)].peak_gib is not None}
+
+
+def _logged_estimate(log_path: pathlib.Path, start: int) -> Optional[int]:
+  """The estimated peak (bytes) a run logged after byte `start` of its log, None before."""
+  try:
+    with open(log_path, 'rb') as f:
+      f.seek(start)
+      text = f.read().decode(errors='replace')
+  except OSError:
+    return None
+  match = _ESTIMATE_LINE.search(text)
+  return None if match is None else int(float(match.group(1)) * memory.GIB)
+
+
 def execute(runs: Sequence[tuple[spec.Figure, spec.Run]], results: pathlib.Path,
             data_dir: str, jobs: int = 1, log: Callable[[str], object] = print,
             pin: bool = True, execution_args: Sequence[str] = ONE_CORE,
-            until_round: Optional[int] = None) -> int:
+            until_round: Optional[int] = None,
+            memory_budget_gib: Optional[float] = None) -> int:
   """Runs the unfinished `runs` into `results`, `jobs` at a time (each pinned to a core with
   `pin`); with `until_round`, only up to that round this time (a piece: the next call goes
   on).
+
+  Memory: the runs at once must fit `memory_budget_gib` (default: what this process may use,
+  `memory.available_bytes`, less what it holds). A run is started beside others only when
+  the peaks of all of them fit: a run's peak is the one it measured before, or its kind's
+  (`costs`), or, for one never run, its own estimate (the line it logs before its first
+  round; it is given what is left as its `--memory_budget_gib`, refuses if it would not fit,
+  and then waits until it can run alone). Nothing is started beside a run whose peak is not
+  known yet.
 
   Returns 0 when every run finished, 2 when every failed run refused its input (its exit
   status 2: the message is printed), else 1.
@@ -310,41 +386,70 @@ def execute(runs: Sequence[tuple[spec.Figure, spec.Run]], results: pathlib.Path,
       log(f'{figure.name}/{run.name}: finished ({goal[id(run)]} rounds), skipped'
           + (' (made without a command.json: its flags are not checked)' if unchecked else ''))
   cores = _cores()
-  running: dict[subprocess.Popen, tuple[spec.Figure, spec.Run, Optional[int]]] = {}
+  budget = (int(memory_budget_gib * memory.GIB) if memory_budget_gib is not None else
+            _memory_left())
+  peaks = _expected_peaks(runs, results)
+  alone: set[int] = set()  # Runs that would not fit beside others.
+  running: dict[subprocess.Popen, _Running] = {}
   failed = []
   free = list(cores[:max(1, jobs)]) if pin else [None] * max(1, jobs)
   env = dict(os.environ)  # The binaries import from this repository wherever they start.
   env['PYTHONPATH'] = os.pathsep.join(filter(None, [str(ROOT), env.get('PYTHONPATH')]))
+  env['PYTHONUNBUFFERED'] = '1'  # Each line in the log when written (the estimate's, say).
   try:
     while pending or running:
       while pending and free:
-        figure, run = pending.pop(0)
+        figure, run = pending[0]
+        extra = []
+        if budget is not None and running:
+          reserved = [r.peak for r in running.values()]
+          if None in reserved or id(run) in alone:
+            break  # Until a running run's peak is known, or this one can run alone.
+          left = budget - sum(reserved)
+          need = peaks.get(id(run))
+          if left < _SMALLEST_BUDGET or (need is not None and need > left):
+            break
+          extra = [f'--memory_budget_gib={left / memory.GIB:.3f}']
+        pending.pop(0)
         core = free.pop(0)
         run_dir = results / figure.name / run.name
         _record_flags(run, run_dir)
         # Paths relative to where this runs, so that a run records no absolute path.
         args = command(run, pathlib.Path(os.path.relpath(run_dir)), data_dir, execution_args,
-                       until_round)
+                       until_round) + extra
         if core is not None and len(cores) > 1:
           args = ['taskset', '-c', str(core)] + args
         log(f'{figure.name}/{run.name}: {printable(args)}'
             f'{"" if core is None else f"  (core {core})"}')
+        log_start = (run_dir / LOG_FILE).stat().st_size if (run_dir / LOG_FILE).exists() else 0
         with open(run_dir / LOG_FILE, 'a') as log_file:
           # A run ends as on Ctrl-C (resumable) when this process dies, however it dies
           # (SIGTERM, SIGHUP, SIGKILL): no run trains on unwatched, holding its directory.
           process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT,
                                      start_new_session=True, env=env,
                                      preexec_fn=cleanup.parent_death_signal(signal.SIGINT))
-        running[process] = (figure, run, core)
+        running[process] = _Running(figure, run, core, peaks.get(id(run)), log_start,
+                                    beside_others=bool(extra))
       time.sleep(0.5)
+      for entry in running.values():
+        if entry.peak is None:
+          entry.peak = _logged_estimate(results / entry.figure.name / entry.run.name / LOG_FILE,
+                                        entry.log_start)
       for process in [p for p in running if p.poll() is not None]:
-        figure, run, core = running.pop(process)
+        entry = running.pop(process)
+        figure, run, core = entry.figure, entry.run, entry.core
         free.append(core)
+        log_path = results / figure.name / run.name / LOG_FILE
         if process.returncode == 0:
           log(f'{figure.name}/{run.name}: finished')
+        elif (process.returncode == 2 and entry.beside_others and
+              memory.REFUSAL_MARK in failure(2, log_path)):
+          alone.add(id(run))
+          pending.insert(0, (figure, run))
+          log(f'{figure.name}/{run.name}: would not fit beside the runs going on; it waits to '
+              'run alone')
         else:
           failed.append(process.returncode)
-          log_path = results / figure.name / run.name / LOG_FILE
           log(f'{figure.name}/{run.name}: failed ({failure(process.returncode, log_path)}) '
               f'(log: {log_path})')
   finally:

@@ -12,6 +12,7 @@ from unittest import mock
 import numpy as np
 import tensorflow as tf
 
+from tests import tiny_models
 from tff_flare.experiment import config as config_lib
 from tff_flare.experiment import runner
 from tff_flare.simulation import hooks
@@ -371,6 +372,19 @@ class MaskingExperimentTest(tf.test.TestCase):
     self.assertEqual(summary['where'], {name: 'in-process' for name in final})
     self.assertTrue(np.isfinite(final['fedavg']['loss']))
 
+
+
+class MemoryTest(tf.test.TestCase):
+
+  def test_simulate_refuses_a_run_that_would_not_fit(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'simulated'
+    datasets = {f'client_{i}': tiny_models.classification_dataset(i) for i in range(3)}
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                r'more than the 0\.1 GiB it may use; it would not finish'):
+      runner.simulate({'flare': tiny_models.tiny_process('flare')}, datasets,
+                      output_dir=str(output), rounds=1, memory_budget_gib=0.1,
+                      log=lambda line: None)
+    self.assertFalse((output / 'config.json').exists())
 
 if __name__ == '__main__':
   tf.test.main()

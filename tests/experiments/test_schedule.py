@@ -172,6 +172,34 @@ class ScheduleTest(tf.test.TestCase):
     costs = schedule.costs(statuses)
     self.assertEqual(costs[('tiny', 'seed0')], schedule.Cost(20.0, 12.0, True))
     self.assertEqual(costs[('tiny', 'seed1')], schedule.Cost(20.0, 20.0, False))
+    statuses[0].peak_gib = 1.5  # A measured peak stands for its kind too.
+    costs = schedule.costs(statuses)
+    self.assertEqual(costs[('tiny', 'seed0')], schedule.Cost(20.0, 12.0, True, 1.5, True))
+    self.assertEqual(costs[('tiny', 'seed1')], schedule.Cost(20.0, 20.0, False, 1.5, False))
+
+  def test_runs_that_do_not_fit_together_run_one_after_the_other(self):
+    results = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    figure = _tiny_figure(rounds=1)
+    pairs = schedule.runs_shown([figure], [figure])
+    lines = []
+    # The first run's estimate (TensorFlow alone holds about 0.4 GiB) leaves the second too
+    # little beside it.
+    self.assertEqual(schedule.execute(pairs, results, '', jobs=2, log=lines.append, pin=False,
+                                      memory_budget_gib=0.8), 0, lines)
+    # It started beside the first and refused itself, or was not started (too little left):
+    # either way it ran alone after the first.
+    starts = [i for i, line in enumerate(lines) if line.startswith('tiny/seed1: python')]
+    self.assertGreater(starts[-1], lines.index('tiny/seed0: finished'), lines)
+    self.assertNotIn('--memory_budget_gib', lines[starts[-1]])
+    if len(starts) > 1:
+      self.assertIn('tiny/seed1: would not fit beside the runs going on; it waits to run '
+                    'alone', lines)
+    self.assertEqual([line.endswith('finished') for line in lines].count(True), 2, lines)
+    for run in figure.runs:
+      self.assertEqual(runs.rounds_done(results / 'tiny' / run.name), 1)
+      self.assertGreater(runs.peak_gib(results / 'tiny' / run.name), 0.2)
+    listed = schedule.format_list([figure], results)
+    self.assertRegex(listed, r'seed0 .* peak [\d.]+ GiB')
 
 
 if __name__ == '__main__':
