@@ -22,6 +22,7 @@ import csv
 import dataclasses
 import io
 import json
+import math
 import pathlib
 import re
 import statistics
@@ -170,7 +171,9 @@ def peak_gib(run_dir: pathlib.Path) -> Optional[float]:
   (no summary, or one made before runs measured it)."""
   recorded = (summary(run_dir) or {}).get('memory') or {}
   peak = recorded.get('peak_gib')
-  return float(peak) if isinstance(peak, (int, float)) and peak > 0 else None
+  if isinstance(peak, bool) or not isinstance(peak, (int, float)):
+    return None
+  return float(peak) if math.isfinite(peak) and 0 < peak < 2**20 else None
 
 
 def rounds_done(run_dir: pathlib.Path) -> int:

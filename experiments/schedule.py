@@ -297,7 +297,7 @@ def failure(returncode: int, log_path: pathlib.Path) -> str:
 # Less than this left beside the runs going on: no run is started beside them.
 _SMALLEST_BUDGET = 2**27
 # The line a run logs with its estimated peak (`runner`), before its first round.
-_ESTIMATE_LINE = re.compile(r'^Memory: estimated peak ([\d.]+) GiB', re.MULTILINE)
+_ESTIMATE_LINE = re.compile(r'^Memory: estimated peak (\d{1,7}(?:\.\d+)?) GiB', re.MULTILINE)
 
 
 @dataclasses.dataclass

@@ -177,6 +177,19 @@ class ScheduleTest(tf.test.TestCase):
     self.assertEqual(costs[('tiny', 'seed0')], schedule.Cost(20.0, 12.0, True, 1.5, True))
     self.assertEqual(costs[('tiny', 'seed1')], schedule.Cost(20.0, 20.0, False, 1.5, False))
 
+  def test_recorded_peaks_and_logged_estimates_that_are_not_numbers_are_unknown(self):
+    run_dir = pathlib.Path(self.get_temp_dir()) / 'peaks'
+    run_dir.mkdir()
+    for value, expected in ((1.5, 1.5), (True, None), ('2', None), (float('inf'), None),
+                            (-1, None), (None, None)):
+      (run_dir / 'summary.json').write_text(json.dumps(dict(memory=dict(peak_gib=value))))
+      self.assertEqual(runs.peak_gib(run_dir), expected, value)
+    log = run_dir / 'log.txt'
+    log.write_text('Memory: estimated peak 1.2.3 GiB\n')
+    self.assertIsNone(schedule._logged_estimate(log, 0))  # pylint: disable=protected-access
+    log.write_text('old\nMemory: estimated peak 2.5 GiB (base 0.4)\n')
+    self.assertEqual(schedule._logged_estimate(log, 4), int(2.5 * 2**30))  # pylint: disable=protected-access
+
   def test_runs_that_do_not_fit_together_run_one_after_the_other(self):
     results = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
     figure = _tiny_figure(rounds=1)

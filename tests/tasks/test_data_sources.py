@@ -97,6 +97,12 @@ class ChooseSourceTest(tf.test.TestCase):
     self.assertEqual(choose('shakespeare', None, str(folder), 'tff'), 'text')
     self.assertEqual(choose('mnist', 'tfds', str(folder), 'keras'), 'tfds')  # Given: kept.
     self.assertEqual(choose('mnist', None, None, 'keras'), 'keras')
+    os.mkfifo(folder / 'cifar10.npz')  # A pipe is not a data file: neither chosen nor read.
+    self.assertEqual(choose('cifar10', None, str(folder), 'keras'), 'keras')
+    with self.assertRaisesRegex(data_sources.DataSourceError, 'neither a file nor a folder'):
+      data_sources.load_images('cifar10', 'npz', str(folder / 'cifar10.npz'))
+    with self.assertRaisesRegex(data_sources.DataSourceError, 'neither a file nor a folder'):
+      data_sources.load_shakespeare('text', str(folder / 'cifar10.npz'))
 
 
 class NpzSourceTest(tf.test.TestCase):

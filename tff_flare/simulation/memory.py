@@ -54,7 +54,7 @@ WORKING_MODELS_WITH_STATE = 4.0
 ACTIVATIONS = int(0.2 * GIB)
 # Model-sized values TFF's worker holds per client of a round (fitted).
 TFF_MODELS_PER_CLIENT = 4.0
-# TFF's worker at rest: the runtime and its compiled computations (measured).
+# TFF's worker at rest: the runtime and its compiled computations (fitted).
 TFF_WORKER_BASE = int(0.7 * GIB)
 # What a refusal says (`plan`): a scheduler of runs (`reproduce`) recognizes it.
 REFUSAL_MARK = 'it would not finish'

@@ -69,7 +69,7 @@ def choose_source(name: str, source: str | None, data_dir: str | None, default: 
     return source
   if data_dir is not None:
     for (data_set, local), file in DATA_FILES.items():
-      if data_set == name and (pathlib.Path(data_dir) / file).exists():
+      if data_set == name and (pathlib.Path(data_dir) / file).is_file():
         return local
   return default
 
@@ -155,6 +155,9 @@ def _existing(path: str | None, source: str) -> pathlib.Path:
   if not path.exists():
     raise DataSourceError(f'Data file {path} does not exist (`python -m experiments.get_data '
                           '--data_dir=<dir>` fetches the data sets; or give --data_path).')
+  if not (path.is_file() or path.is_dir()):  # A FIFO, socket or device would block a read.
+    raise DataSourceError(f'{path} is neither a file nor a folder (a pipe or a device?): give '
+                          'a data file.')
   return path
 
 
