@@ -71,6 +71,36 @@ MNIST_CNN_3OF10_SEEDS = spec.Figure(
             'softmax).',
     image='seeds_300.png')
 
+# The papers' headline MNIST setting (F3): every client trains every round, R = 0.001 %.
+FULL = 'flare,ec,ef21_dense,ec_fedprox,ec_ffl,fedavg'
+MNIST_CNN_FULL = spec.Figure(
+    name='mnist_cnn_full',
+    title='MNIST CNN, every client every round, R = 0.001 %: three seeds to 300 rounds, one '
+          'to 1,000',
+    paper="FLARE: the authors' main MNIST CNN runs (CNN/main.py row 0), full participation",
+    grids=(Grid('seed{seed}', dict(preset='cnn_r0', **MNIST, algorithms=FULL), 1001,
+                dict(seed=(0,))),
+           Grid('seed{seed}', dict(preset='cnn_r0', **MNIST, algorithms=FULL), 300,
+                dict(seed=(1, 2)))),
+    draw=(spec.SeedCurves(dict(
+        seeds_300=Group('MNIST CNN, every client every round', _mnist_seeds('mnist_cnn_full'),
+                        (50, 100, 150, 200, 250, 300)),
+        seed0_1001=Group('MNIST CNN, every client every round, to 1,000 rounds', ('seed0',),
+                         (100, 300, 500, 700, 1000)))),),
+    image='seeds_300.png')
+
+MNIST_FC_FULL = spec.Figure(
+    name='mnist_fc_full',
+    title='MNIST FC, every client every round, R = 0.001 %: one seed to 300 rounds',
+    paper="FLARE: the authors' main MNIST FC runs (FC/main.py row 0), full participation",
+    grids=(Grid('seed0', dict(preset='fc_r0', **MNIST, algorithms='flare,fedavg,ec_ffl',
+                              seed=0), 300),
+           Grid('seed0_ec', dict(preset='fc_r0', **MNIST, algorithms='ec,ef21_dense,ec_fedprox',
+                                 seed=0), 300, joins='seed0')),
+    draw=(spec.SeedCurves(dict(curves=Group('MNIST FC, every client every round', ('seed0',),
+                                            (50, 100, 150, 200, 250, 300)))),),
+    image='curves.png')
+
 MNIST_CNN_3OF10 = spec.Figure(
     name='mnist_cnn_3of10',
     title="MNIST CNN, 3 of 10 clients: the authors' five algorithms and TFF's FedAvg",
@@ -321,8 +351,8 @@ MASKING_SHORT = spec.Figure(
     reading='The three mask modes end close; the empirical S matches the closed form.',
     image='survival_vs_accuracy.png')
 
-FIGURES = (MNIST_CNN_3OF10_SEEDS, SPARSITY_CNN3, SPARSITY_FIXED_CNN3, FIXED_CNN_LEARNING_RATE,
-           INITIALIZATION_CNN3, LOCAL_EPOCHS_CNN3, CLASS_IMBALANCE_CNN, MNIST_CNN_5OF10_SEEDS,
+FIGURES = (MNIST_CNN_FULL, MNIST_FC_FULL, MNIST_CNN_3OF10_SEEDS, SPARSITY_CNN3,
+           SPARSITY_FIXED_CNN3, FIXED_CNN_LEARNING_RATE, INITIALIZATION_CNN3, LOCAL_EPOCHS_CNN3, CLASS_IMBALANCE_CNN, MNIST_CNN_5OF10_SEEDS,
            MNIST_CNN_7OF10_SEEDS, MNIST_CNN_3OF10, FC3_1000ROUNDS, EC_FFL_CNN3,
            VGG11_CIFAR10_SHORT, GRU_SHAKESPEARE_SHORT, SPARSITY_SCALING_LOGREG,
            MASKING_GRID_100ROUNDS, MASKING_BATCH_SWEEP, MASKING_SHORT)
