@@ -5,9 +5,16 @@ rounds reproduce TFF's bit for bit, and the tolerance below only allows for floa
 of sums added in another order.
 """
 
+import copy
+import threading
+
+import attr
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
+from tensorflow.core.protobuf import config_pb2
+from tensorflow.core.protobuf import rewriter_config_pb2
+from tensorflow.python.eager import context as tf_context
 
 from tests import tiny_models
 from tff_flare.algorithms import registry
@@ -175,6 +182,53 @@ class StreamedRoundTest(tf.test.TestCase):
       models = [set(local._client_work) for local in bound]  # pylint: disable=protected-access
       self.assertNotEmpty(models[0])
       self.assertLessEqual(len(models[0] | models[1]), 2)  # One model a thread, for both.
+
+
+def _memory_optimization() -> int:
+  """This thread's Grappler memory optimizer setting for the functions it calls."""
+  config = config_pb2.ConfigProto()
+  config.ParseFromString(tf_context.context().function_call_options.config_proto_serialized)
+  return config.graph_options.rewrite_options.memory_optimization
+
+
+class GraphRewritesTest(tf.test.TestCase):
+  """The memory optimizer's free-RAM-dependent AddN rewrite is off wherever clients train."""
+
+  def test_the_setting_holds_inside_and_is_restored(self):
+    before = _memory_optimization()
+    self.assertNotEqual(before, rewriter_config_pb2.RewriterConfig.NO_MEM_OPT)
+    with inprocess.fixed_graph_rewrites():
+      self.assertEqual(_memory_optimization(), rewriter_config_pb2.RewriterConfig.NO_MEM_OPT)
+    self.assertEqual(_memory_optimization(), before)
+
+  def test_clients_in_threads_and_the_round_run_without_it(self):
+    process = tiny_models.tiny_process('ec_fedprox')
+    functions = process.round_functions
+    seen = []
+
+    def recorded(function):
+      def run(*args):  # Python runs this when the function is traced, in the calling thread.
+        seen.append((function.__name__, threading.current_thread().name,
+                     _memory_optimization()))
+        return function(*args)
+      run.__name__ = function.__name__
+      return run
+
+    process = copy.copy(process)
+    process.round_functions = attr.evolve(
+        functions, client_work=recorded(functions.client_work),
+        round_params=recorded(functions.round_params))
+    local = inprocess.InProcessProcess(process, num_threads=2)
+    datasets = [tiny_models.classification_dataset(s, batch_size=2) for s in range(4)]
+    local.next(local.initialize(), datasets, [local.initial_client_state()] * 4,
+               process.client_inputs(_IDS + ['client_3']))
+    local.close()
+    threads = {thread for name, thread, _ in seen if name == 'client_work'}
+    self.assertTrue(any(t.startswith('tff_flare_client') for t in threads), msg=seen)
+    self.assertIn('round_params', {name for name, _, _ in seen})  # In the caller's thread.
+    self.assertEqual({setting for _, _, setting in seen},
+                     {rewriter_config_pb2.RewriterConfig.NO_MEM_OPT}, msg=seen)
+    self.assertNotEqual(_memory_optimization(), rewriter_config_pb2.RewriterConfig.NO_MEM_OPT)
 
 
 class TracingTest(tf.test.TestCase):

@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import shutil
+import subprocess
 import types
 from unittest import mock
 
@@ -30,6 +31,46 @@ def _run(config):
   lines = []
   summary = runner.run_experiment(config, log=lines.append)
   return summary, lines
+
+
+class CodeVersionTest(tf.test.TestCase):
+
+  def _git(self, root, *args):
+    subprocess.run(['git', '-C', str(root), *args], check=True, capture_output=True,
+                   env=dict(os.environ, GIT_AUTHOR_NAME='t', GIT_AUTHOR_EMAIL='t@t',
+                            GIT_COMMITTER_NAME='t', GIT_COMMITTER_EMAIL='t@t'))
+
+  def test_commit_and_dirty_code_but_not_results(self):
+    root = pathlib.Path(self.get_temp_dir()) / 'checkout'
+    (root / 'experiments' / 'results').mkdir(parents=True)
+    (root / 'code.py').write_text('a = 1\n')
+    (root / 'experiments' / 'results' / 'metrics.csv').write_text('round\n')
+    self.assertEqual(runner.code_version(root), dict(commit=None, dirty=None))
+    self._git(root, 'init', '-q')
+    self._git(root, 'add', '.')
+    self._git(root, 'commit', '-q', '-m', 'first')
+    version = runner.code_version(root)
+    self.assertRegex(version['commit'], '^[0-9a-f]{40}$')
+    self.assertFalse(version['dirty'])
+    (root / 'experiments' / 'results' / 'metrics.csv').write_text('round\n0\n')
+    (root / 'untracked.py').write_text('')
+    self.assertFalse(runner.code_version(root)['dirty'])  # A run's results; a new file.
+    (root / 'code.py').write_text('a = 2\n')
+    self.assertEqual(runner.code_version(root), dict(commit=version['commit'], dirty=True))
+
+  def test_each_piece_of_other_code_is_recorded_with_its_first_round(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'run'
+    versions = [dict(commit='a' * 40, dirty=False), dict(commit='a' * 40, dirty=False),
+                dict(commit='b' * 40, dirty=True)]
+    summaries = []
+    for rounds, version in zip((1, 2, 3), versions):
+      with mock.patch.object(runner, 'code_version', return_value=version):
+        summaries.append(_run(_config(output, rounds=rounds,
+                                      algorithms=('fedavg',)))[0])
+    expected = [dict(commit='a' * 40, dirty=False, from_round=0),
+                dict(commit='b' * 40, dirty=True, from_round=2)]
+    self.assertEqual(json.loads((output / 'config.json').read_text())['code'], expected)
+    self.assertEqual(summaries[-1]['code'], expected)
 
 
 class ResumeTest(tf.test.TestCase):

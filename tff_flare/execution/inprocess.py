@@ -14,6 +14,7 @@ same `RoundFunctions` the TFF process wraps (`tff_flare.algorithms.composer`) ru
     a `tf.Graph`, as every TFF process builder does;
   * the clients' summable outputs are added in client order and the server step runs as one
     `tf.function` (the round's metrics are read eagerly after it);
+  * every function runs with Grappler's memory optimizer off (`fixed_graph_rewrites`);
   * FLARE's selections (the mask's median, the top-k cut) run as the compiled kernels of
     `algorithms/kernels` when they are built (`make kernels`; `algorithms.selection`), the
     TensorFlow ops otherwise: the same values either way.
@@ -27,6 +28,7 @@ compares every algorithm.
 
 import collections
 import concurrent.futures
+import contextlib
 import functools
 import os
 import queue
@@ -37,6 +39,10 @@ from typing import Any, Optional
 import numpy as np
 import tensorflow as tf
 
+from tensorflow.core.protobuf import config_pb2
+from tensorflow.core.protobuf import rewriter_config_pb2
+from tensorflow.python.eager import context as tf_context
+
 from tff_flare.algorithms import model_facts
 from tff_flare.algorithms import process as process_lib
 from tff_flare.algorithms import round_functions
@@ -44,6 +50,48 @@ from tff_flare.algorithms import selection
 
 # `(client's position in the round, its new state)`: where a round's new client states go.
 ClientStateSink = Callable[[int, Any], None]
+
+
+@contextlib.contextmanager
+def fixed_graph_rewrites():
+  """In this thread, `tf.function`s are optimized without Grappler's memory optimizer.
+
+  On a CPU that optimizer rewrites an `AddN` of three or more tensors into an `AccumulateNV2`
+  (a `TemporaryVariable` and one `AssignAdd` per input) when the graph's static peak exceeds
+  80 % of the RAM free at the moment the function is instantiated. The rewrite
+  (a) depends on the machine's free memory, so the same run is optimized differently on
+  different days; (b) adds the inputs in the order they become ready, not a fixed one; and
+  (c) names its variable in the eager context's one per-step container, so two clients
+  trained at once by the same graph fail with `AlreadyExistsError: Resource
+  __per_step_0/.../tmp_var` (the MNIST FC's momentum step `m * a + g + prox`, 145 MB a
+  tensor). With it off, an `AddN` stays an `AddN`. TF 2.14 has no public switch for this
+  optimizer, so the thread's function call options (which carry the `ConfigProto` every
+  function call is optimized with) are set here and restored on exit.
+  """
+  eager = tf_context.context()
+  previous = eager.function_call_options
+  config = config_pb2.ConfigProto()
+  if previous.config_proto_serialized:
+    config.ParseFromString(previous.config_proto_serialized)
+  config.graph_options.rewrite_options.memory_optimization = (
+      rewriter_config_pb2.RewriterConfig.NO_MEM_OPT)
+  eager.function_call_options = tf_context.FunctionCallOptions(
+      executor_type=previous.executor_type, config_proto=config)
+  try:
+    yield
+  finally:
+    eager.function_call_options = previous
+
+
+def _fixed_graph_rewrites(method):
+  """`method` run inside `fixed_graph_rewrites()`."""
+
+  @functools.wraps(method)
+  def wrapped(*args, **kwargs):
+    with fixed_graph_rewrites():
+      return method(*args, **kwargs)
+
+  return wrapped
 
 
 def _as_array(value) -> np.ndarray:
@@ -208,10 +256,12 @@ class InProcessProcess:
   def num_threads(self) -> int:
     return self._num_threads
 
+  @_fixed_graph_rewrites
   def initialize(self):
     return _to_numpy(self._functions.initial_server_state(
         self._functions.initial_model_weights()))
 
+  @_fixed_graph_rewrites
   def initial_client_state(self):
     return _to_numpy(self._functions.initial_client_state())
 
@@ -221,11 +271,13 @@ class InProcessProcess:
   def set_model_weights(self, state, model_weights):
     return state._replace(global_model_weights=_to_numpy(model_weights))
 
+  @_fixed_graph_rewrites
   def record_test_loss(self, state, loss: float):
     if self._record is None:
       raise ValueError('This process does not use the test loss.')
     return _to_numpy(self._record(_to_tensors(state), tf.constant(loss, tf.float32)))
 
+  @_fixed_graph_rewrites
   def next(self, state, client_data: Sequence[tf.data.Dataset], client_states: Sequence[Any],
            client_inputs: Sequence[Any], *,
            client_state_sink: Optional[ClientStateSink] = None) -> process_lib.RoundOutput:
@@ -252,7 +304,7 @@ class InProcessProcess:
         if self._input_dtype is not None:
           client_input = tf.constant(client_input, self._input_dtype)
         # Traced (at its first call) with the compiled selection kernels.
-        with selection.native_kernels():
+        with selection.native_kernels(), fixed_graph_rewrites():
           return self._client_work_of(model)(weights, params, client_data[index],
                                              _to_tensors(client_states[index]), client_input)
       finally:

@@ -21,6 +21,7 @@ import json
 import os
 import pathlib
 import shutil
+import subprocess
 import time
 from collections.abc import Mapping
 from typing import Callable, Iterator, Optional, Union
@@ -48,6 +49,31 @@ SUMMARY_FILE = 'summary.json'
 # checkpoint starts again.
 _ROUND_OUTPUTS = ('metrics.csv', 'tensorboard', 'client_states')
 LOCK_FILE = '.lock'
+# The folder whose git checkout is the code a run records (`code_version`).
+_SOURCE_ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def code_version(root: pathlib.Path = _SOURCE_ROOT) -> dict:
+  """`{'commit': <sha or None>, 'dirty': <bool or None>}` of the code at `root`.
+
+  `dirty` says whether a tracked file outside `experiments/results` differs from the commit
+  (a run's own results under the checkout do not make its code dirty). Both are None where
+  `root` is not a git checkout or git is missing or slow (5 s): an installed package.
+  """
+  def git(*args: str) -> Optional[str]:
+    try:
+      done = subprocess.run(['git', '-C', str(root), *args], capture_output=True, text=True,
+                            timeout=5, stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.SubprocessError):
+      return None
+    return done.stdout if done.returncode == 0 else None
+
+  commit = git('rev-parse', '--verify', 'HEAD')
+  if commit is None or not commit.strip():
+    return dict(commit=None, dirty=None)
+  changed = git('status', '--porcelain', '--untracked-files=no', '--', '.',
+                ':(exclude)experiments/results')
+  return dict(commit=commit.strip(), dirty=None if changed is None else bool(changed.strip()))
 
 
 def build_task(config: config_lib.ExperimentConfig) -> tasks.Task:
@@ -166,10 +192,15 @@ def _check_output_dir(config: config_lib.RunSettings, checkpoint_rounds: list[in
         f'{max(checkpoint_rounds)} to continue it, or use another --output_dir.')
 
 
-def _record_config(config: config_lib.RunSettings, log, facts: Optional[dict] = None) -> dict:
+def _record_config(config: config_lib.RunSettings, log, facts: Optional[dict] = None,
+                   from_round: int = 0) -> dict:
   """Checks the configuration against the recorded one; records it (and any change), with
   `facts` that must not change either: the algorithms a `simulate` run trains, and `data`,
-  the fingerprint of a task's data (the data a run resumes on is the data it started on)."""
+  the fingerprint of a task's data (the data a run resumes on is the data it started on).
+
+  `code` lists the code the run's pieces ran: `{'commit', 'dirty', 'from_round'}`, one entry
+  each time a piece (starting at round `from_round`) runs other code than the last.
+  """
   path = pathlib.Path(config.output_dir) / CONFIG_FILE
   record = None
   if path.exists():
@@ -198,6 +229,10 @@ def _record_config(config: config_lib.RunSettings, log, facts: Optional[dict] = 
           f'{name} {old!r} -> {new!r}' for name, (old, new) in changed.items()))
       record['changes'].append(dict(changed=changed, at=time.strftime('%Y-%m-%d %H:%M:%S')))
       record['config'] = config_lib.as_dict(config)
+  code = record.setdefault('code', [])
+  version = code_version()
+  if not code or {k: code[-1].get(k) for k in version} != version:
+    code.append(dict(version, from_round=from_round))
   temporary = path.with_suffix('.tmp')
   temporary.write_text(json.dumps(record, indent=2))
   temporary.replace(path)
@@ -340,7 +375,8 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
   checkpoint_rounds = checkpoints_lib.saved_rounds(output / 'checkpoints')
   _check_output_dir(settings, checkpoint_rounds)
   estimate = _check_memory(processes, len(client_ids), settings, evaluate is not None, log)
-  record = _record_config(settings, log, facts)
+  record = _record_config(settings, log, facts,
+                          from_round=checkpoint_rounds[-1] if checkpoint_rounds else 0)
   if not checkpoint_rounds and (output / 'metrics.csv').exists():
     log('No checkpoint yet (stopped before the first): starting again from round 0.')
     for name in _ROUND_OUTPUTS:
@@ -395,7 +431,8 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
   final = collections.OrderedDict((run.name, collected.rows[-1][run.name].get('eval'))
                                   for run in runs)
   summary = dict(
-      config=config_lib.as_dict(settings), changes=record['changes'], **facts,
+      config=config_lib.as_dict(settings), changes=record['changes'], code=record['code'],
+      **facts,
       clients=list(client_ids), final_eval=final, rounds=settings.rounds,
       where={run.name: run.where for run in runs},
       num_trainable_parameters=int(sum(np.size(t) for t in runs[0].model_weights().trainable)),
