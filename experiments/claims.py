@@ -1,14 +1,17 @@
-"""The judge of the papers' claims: measures computed from runs, rules, the claims table.
+"""The judge of the papers' claims: measures computed from runs, rules, verdicts.
 
 A claim (`spec.Claim`, declared in `experiments/manifest.py`) is judged by tests, each a
 measure (a function of `MEASURES`, by name, on seeds of runs selected by `spec.Select`), a
 comparison and a threshold named in `THRESHOLDS`. Every number of the table is a measure's
 value; every verdict is its rule's:
 
-  holds           every test of `holds` passes;
+  not tested      no run the claim reads has trained a round (or a measure of `holds` has
+                  no runs, all of them finished);
+  in progress     a run it reads has not reached its declared rounds: the tests are shown
+                  as read so far, and no verdict is given;
+  holds           every run finished and every test of `holds` passes;
   partly          not that, but a test of `partly` passes;
-  does not hold   neither, and a test of `holds` fails;
-  not tested      none of these: a measure of `holds` has no runs yet.
+  does not hold   neither, and a test of `holds` fails.
 
 The papers give no thresholds; ours are named here, with what they mean.
 """
@@ -309,13 +312,86 @@ def _key(test: spec.Test) -> str:
                test.threshold))
 
 
+def _reads(claim: spec.Claim):
+  """What the claim's measures read: each `spec.Select` (a `figure` argument as one) and each
+  named run `<figure>/<run>`."""
+  def visit(value):
+    if isinstance(value, spec.Select):
+      yield value
+    elif isinstance(value, (list, tuple)):
+      for v in value:
+        yield from visit(v)
+    elif isinstance(value, str) and '/' in value:
+      yield value
+
+  for m in [t.measure for t in claim.holds + claim.partly] + list(claim.shows):
+    for key, value in m.args.items():
+      yield from visit(spec.Select((value,)) if key == 'figure' else value)
+
+
+def runs_read(results, claim: spec.Claim) -> list[str]:
+  """The declared runs a claim's measures read, as `<figure>/<run>`: every run of the
+  figures they select (and the runs those read) whose flags do not contradict a selection's
+  `where`, and the runs they name."""
+  refs: list[str] = []
+  for read in _reads(claim):
+    if isinstance(read, str):
+      candidates = [results.resolve(read)]
+    else:
+      candidates = [ref for name in read.figures for ref in results.figure_runs(name)
+                    if all(k not in results.run(ref).flags or
+                           runs_lib.matches({k: results.run(ref).flags[k]}, {k: v})
+                           for k, v in read.where.items())]
+    refs += [ref for ref in candidates if ref not in refs]
+  return refs
+
+
+def rounds_needed(claim: spec.Claim) -> Optional[int]:
+  """The last round the claim's measures read (their `round` arguments), or None when one of
+  them reads a whole run (the last evaluation, a curve, a masking cell)."""
+  measures = [t.measure for t in claim.holds + claim.partly] + list(claim.shows)
+  rounds = [m.args.get('round') for m in measures]
+  return None if not rounds or None in rounds else max(rounds)
+
+
+def progress(results, claim: spec.Claim) -> tuple[list[tuple[str, int, int]], int]:
+  """`([(run, rounds done, rounds needed) of each run not that far yet], runs read)`: a run
+  is far enough at its declared rounds, or at the last round the claim reads if earlier."""
+  refs = runs_read(results, claim)
+  needed = rounds_needed(claim)
+  unfinished = []
+  for ref in refs:
+    declared = results.run(ref).rounds
+    declared = declared if needed is None else min(declared, needed)
+    done = runs_lib.rounds_done(results.path(ref))
+    if done < declared:
+      unfinished.append((ref, done, declared))
+  return unfinished, len(refs)
+
+
+def progress_text(results, claim: spec.Claim) -> str:
+  """How far the runs a claim reads are: `k of n runs finished (<run> round r of N, ...)`."""
+  unfinished, count = progress(results, claim)
+  shown = ', '.join(f'{ref} round {done} of {declared}'
+                    for ref, done, declared in unfinished[:3])
+  more = f' and {len(unfinished) - 3} more' if len(unfinished) > 3 else ''
+  return f'{count - len(unfinished)} of {count} runs finished' + (
+      f' ({shown}{more})' if unfinished else '')
+
+
 def verdict(results, claim: spec.Claim) -> tuple[str, list[str]]:
-  """`(verdict, the tests' lines)` of a claim (see the module docstring)."""
+  """`(verdict, the tests' lines)` of a claim (see the module docstring); `progress_text`
+  says how far its runs are."""
+  unfinished, count = progress(results, claim)
   held = [_passes(results, t) for t in claim.holds]
   partial = [_passes(results, t) for t in claim.partly]
   shown = {_key(t) for t in claim.holds}  # A partial test that is a whole one is listed once.
   lines = [text for _, text in held] + [
       text for t, (_, text) in zip(claim.partly, partial) if _key(t) not in shown]
+  if all(done == 0 for _, done, _ in unfinished) and len(unfinished) == count:
+    return 'not tested', lines
+  if unfinished:
+    return 'in progress', lines
   if all(passed for passed, _ in held):
     return 'holds', lines
   if any(passed for passed, _ in partial):
@@ -325,36 +401,11 @@ def verdict(results, claim: spec.Claim) -> tuple[str, list[str]]:
   return 'not tested', lines
 
 
-def table(results, claims: Sequence[spec.Claim]) -> str:
-  """The claims table (markdown): each claim, its measures, its verdict and the tests."""
-  lines = ['| paper | claim | what the runs show | verdict: the tests | figures |',
-           '|---|---|---|---|---|']
-  for claim in claims:
-    word, tests = verdict(results, claim)
-    shown = '; '.join(f'{m.label}: {measure(results, m).text}' for m in claim.shows)
-    links = ', '.join(f'[{name}](#{name.replace("_", "-")})' for name in claim.figures)
-    note = f' {claim.note}' if claim.note else ''
-    lines.append(f'| {claim.paper} | {claim.sentence} | {shown or "-"} | **{word}**: '
-                 f'{"; ".join(tests)}.{note} | {links} |')
-  return '\n'.join(lines) + '\n'
-
-
 def figures_read(claim: spec.Claim) -> set[str]:
   """Every figure whose runs the claim's measures select (for checks of the manifest)."""
   found = set()
-
-  def visit(value):
-    if isinstance(value, spec.Select):
-      found.update(value.figures)
-    elif isinstance(value, (list, tuple)):
-      for v in value:
-        visit(v)
-    elif isinstance(value, str) and '/' in value:
-      found.add(value.split('/', 1)[0])
-
-  for m in [t.measure for t in claim.holds + claim.partly] + list(claim.shows):
-    for value in m.args.values():
-      visit(value)
+  for read in _reads(claim):
+    found.update([read.split('/', 1)[0]] if isinstance(read, str) else read.figures)
   return found
 
 

@@ -1,7 +1,7 @@
 """The results page: the claims, then every figure's section, then the costs, in one file.
 
 `write(figures, claims, results_dir)` draws every figure from its runs (`charts.draw`), judges
-the claims (`claims.table`) and writes `<results_dir>/README.md`; nothing in the page is typed
+the claims (`claims.verdict`) and writes `<results_dir>/README.md`; nothing in the page is typed
 by hand but the declarations' words (`experiments/manifest.py`).
 """
 
@@ -34,16 +34,20 @@ def _claims_section(results: runs_lib.Results, claims: Sequence[spec.Claim]) -> 
     word, tests = claims_lib.verdict(results, claim)
     links = ', '.join(f'[{name}](#{name})' for name in claim.figures)
     rows.append(f'| {number} | {claim.paper} | {claim.sentence} | **{word}** | {links} |')
-    lines = [f'- test: {t}' for t in tests]
+    lines = ([f'- runs: {claims_lib.progress_text(results, claim)}; the tests so far:']
+             if word == 'in progress' else [])
+    lines += [f'- test: {t}' for t in tests]
     lines += [f'- {m.label}: {claims_lib.measure(results, m).text}' for m in claim.shows]
     if claim.note:
       lines.append(f'- {claim.note}')
     details.append(f'**{number}. {claim.sentence}**: {word}.\n\n' + '\n'.join(lines))
   thresholds = ', '.join(f'{name} = {value:g}' for name, value in claims_lib.THRESHOLDS.items())
-  return ('## The claims\n\nEach verdict follows the rule of its row: **holds** when every test '
-          'passes, **partly** when a partial test does, **not tested** without runs '
-          f'(`experiments/claims.py`). The papers state no thresholds; ours: {thresholds}. '
-          'One seed is a hint, not an effect.\n\n' + '\n'.join(rows) + '\n\n' +
+  return ('## The claims\n\nEach verdict follows the rule of its row, on finished runs only: '
+          '**holds** when every test passes, **partly** when a partial test does, **does not '
+          'hold** when neither does; **in progress** while a run the claim reads has not '
+          'reached its declared rounds (the tests show the reading so far), **not tested** '
+          'without runs (`experiments/claims.py`). The papers state no thresholds; ours: '
+          f'{thresholds}. One seed is a hint, not an effect.\n\n' + '\n'.join(rows) + '\n\n' +
           '\n\n'.join(details) + '\n')
 
 
@@ -58,7 +62,35 @@ def _figure_section(figure: spec.Figure, results: runs_lib.Results, folder: path
   reads = (f'; it also shows runs of {", ".join(sorted({r.split("/")[0] for r in figure.reads}))}'
            if figure.reads else '')
   return (f'<a id="{figure.name}"></a>\n### {figure.title}\n\n*{figure.paper}.* '
-          f'{figure.reading}\n\n{image}{drawn}\nReproduce: {own}{reads}.\n')
+          f'{figure.reading}\n\n{image}{drawn}\nReproduce: {own}{reads}.\n\n'
+          f'Code: {_code_line(figure, results)}.\n')
+
+
+def _code_line(figure: spec.Figure, results: runs_lib.Results) -> str:
+  """The commits the figure's own runs were made with (`runs.code`), each with its runs."""
+  by_commit: dict[str, list[str]] = {}
+  unrecorded = []
+  for run in figure.runs:
+    path = results.path(f'{figure.name}/{run.name}')
+    if not (path / 'config.json').exists():
+      continue
+    try:
+      pieces = runs_lib.code(path)
+    except runs_lib.RunFileError:
+      pieces = []
+    if not pieces:
+      unrecorded.append(run.name)
+    for piece in pieces:
+      commit = (piece.get('commit') or 'no git checkout')[:10]
+      key = commit + (' with uncommitted changes' if piece.get('dirty') else '')
+      by_commit.setdefault(key, []).append(
+          run.name + (f' from round {piece["from_round"]}' if piece.get('from_round') else ''))
+  parts = [f'`{key}` ({", ".join(names)})' for key, names in by_commit.items()]
+  if unrecorded:
+    parts.append(f'not recorded ({len(unrecorded)} run{"s" if len(unrecorded) != 1 else ""} '
+                 'made before runs recorded their commit)')
+  return '; '.join(parts) or 'no runs'
+
 
 
 def costs_table(figures: Sequence[spec.Figure], results_dir: pathlib.Path) -> str:

@@ -155,6 +155,20 @@ def config(run_dir: pathlib.Path) -> Optional[dict]:
   return None
 
 
+def code(run_dir: pathlib.Path) -> list[dict]:
+  """The code the run's pieces ran (config.json's `code`: `{'commit', 'dirty', 'from_round'}`
+  each); [] where none is recorded (runs made before it was) or the record is malformed."""
+  path = pathlib.Path(run_dir) / 'config.json'
+  try:
+    pieces = json.loads(path.read_text()).get('code', []) if path.exists() else []
+  except (OSError, ValueError, AttributeError) as e:
+    raise RunFileError(f'{path} cannot be read ({e}).') from e
+  if not isinstance(pieces, list):
+    return []
+  return [p for p in pieces if isinstance(p, dict) and
+          (p.get('commit') is None or isinstance(p.get('commit'), str))]
+
+
 def summary(run_dir: pathlib.Path) -> Optional[dict]:
   """The run's summary.json, None without one (`RunFileError` when unreadable)."""
   path = pathlib.Path(run_dir) / 'summary.json'
@@ -268,7 +282,8 @@ class Seed:
     return next((c[algorithm] for c in self.curves if algorithm in c), None)
 
 
-def _matches(recorded: dict, where) -> bool:
+def matches(recorded: dict, where) -> bool:
+  """Whether `recorded` (a configuration) has every value of `where` (floats to 1e-12)."""
   for key, wanted in where.items():
     value = recorded.get(key)
     if isinstance(wanted, float) or isinstance(value, float):
@@ -343,7 +358,7 @@ class Results:
         continue
       if reaching is not None and max(c.last_round for c in run_curves.values()) < reaching:
         continue
-      if where and not _matches(config(self.path(ref)) or {}, where):
+      if where and not matches(config(self.path(ref)) or {}, where):
         continue
       kept.append(ref)
     seeds: dict[str, list[str]] = {}

@@ -214,9 +214,11 @@ class Test:
 
 @dataclasses.dataclass(frozen=True)
 class Claim:
-  """A claim and its verdict: **holds** when every test of `holds` passes; else **partly** when
-  a test of `partly` does; else **does not hold** when a test of `holds` fails; else **not
-  tested** (a measure of `holds` has no runs). `shows` are measured and reported beside."""
+  """A claim and its verdict (`experiments/claims.py`): **not tested** before its runs start,
+  **in progress** until they reach their declared rounds (or the last round the claim reads);
+  then **holds** when every test of `holds` passes; else **partly** when a test of `partly`
+  does; else **does not hold** when a test of `holds` fails. `shows` are measured and
+  reported beside."""
 
   paper: str
   sentence: str

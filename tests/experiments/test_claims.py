@@ -2,6 +2,7 @@
 holds and where it does not, and the verdict's order."""
 
 import dataclasses
+import json
 import pathlib
 import tempfile
 
@@ -110,6 +111,8 @@ SCENARIOS = {
     14: (Scenario(_flat(0.3), survival=lambda c: 0.5),
          Scenario(lambda n, c, a, r: 0.7 if c['batch_size'] == 0 else 0.3,
                   survival=lambda c: 0.5)),
+    15: (Scenario(_by(0.5, flare=0.9, fedavg=0.92)),
+         Scenario(_by(0.5, flare=0.52, ec_ffl=0.55, fedavg=0.92))),
 }
 
 
@@ -145,6 +148,30 @@ class ClaimRulesTest(parameterized.TestCase, tf.test.TestCase):
     verdict, lines = claims.verdict(runs.Results(base, manifest.FIGURES), _claim(8))
     self.assertEqual(verdict, 'not tested')
     self.assertIn('no runs', lines[0])
+
+  def test_a_claim_with_an_unfinished_run_is_in_progress_never_a_verdict(self):
+    claim = _claim(2)
+    for scenario in SCENARIOS[2]:
+      base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+      _write(base, claims.figures_read(claim), scenario)
+      results = runs.Results(base, manifest.FIGURES)
+      ref = claims.runs_read(results, claim)[-1]
+      declared = results.run(ref).rounds
+      summary = base / ref / 'summary.json'
+      summary.write_text(json.dumps(dict(json.loads(summary.read_text()),
+                                         rounds=declared // 2)))
+      verdict, lines = claims.verdict(runs.Results(base, manifest.FIGURES), claim)
+      self.assertEqual(verdict, 'in progress', lines)
+      self.assertIn(f'{ref} round {declared // 2} of {declared}',
+                    claims.progress_text(results, claim))
+      self.assertNotEmpty(lines)  # The reading so far.
+
+  def test_with_no_runs_every_claim_is_not_tested(self):
+    results = runs.Results(pathlib.Path(self.get_temp_dir()) / 'empty', manifest.FIGURES)
+    for number, claim in enumerate(manifest.CLAIMS, 1):
+      self.assertNotEmpty(claims.runs_read(results, claim), msg=number)
+      verdict, lines = claims.verdict(results, claim)
+      self.assertEqual(verdict, 'not tested', msg=(number, lines))
 
   def test_every_claim_has_a_scenario_and_reads_declared_figures(self):
     self.assertEqual(sorted(list(SCENARIOS) + [6]), list(range(1, len(manifest.CLAIMS) + 1)))
