@@ -43,17 +43,19 @@ _DATA_DIR = flags.DEFINE_string('data_dir', binary.DEFAULT_DATA_DIR,
                                 'The data directory the runs read (`python -m '
                                 'experiments.get_data` fills it).')
 _LIST = flags.DEFINE_bool('list', False, 'Print every figure, its runs, their status and costs.')
-_JOBS = flags.DEFINE_integer('jobs', 1, 'Runs at a time, one core each.', lower_bound=1)
+_JOBS = flags.DEFINE_integer('jobs', 1, 'Runs at a time, one core each.', lower_bound=1,
+                            upper_bound=1024)
 _SHARD = flags.DEFINE_string('shard', None, 'i/n: every n-th run from the i-th (0 <= i < n).')
 _DRY_RUN = flags.DEFINE_bool('dry_run', False, 'Print the command of every run of the '
                              'selected figures (and the rounds each has done).')
 _UNTIL_ROUND = flags.DEFINE_integer(
     'until_round', None, 'Run in pieces: take every run only up to this round this time (a '
-    'later call without it, or with more, goes on from its checkpoint).', lower_bound=1)
+    'later call without it, or with more, goes on from its checkpoint).', lower_bound=1,
+    upper_bound=2**31 - 1)
 _MEMORY_BUDGET = flags.DEFINE_float(
     'memory_budget_gib', None, 'GiB the runs may use together (default: what this process '
     "may use: its cgroup's limit, else the machine's available memory); a run is started "
-    'beside others only when their peaks fit together.', lower_bound=0.001)
+    'beside others only when their peaks fit together.', lower_bound=0.001, upper_bound=2**20)
 flags.register_validator('memory_budget_gib', lambda v: v is None or math.isfinite(v),
                          '--memory_budget_gib must be a finite number of GiB.')
 _SUMMARIZE_ONLY = flags.DEFINE_bool('summarize_only', False,

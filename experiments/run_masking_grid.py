@@ -58,7 +58,7 @@ _PROCESSES = flags.DEFINE_list(
     'Processes trained side by side in each cell. S is measured on the deltas, so '
     '`mask_none` alone gives a cell\'s survival curve.')
 _JOBS = flags.DEFINE_integer('jobs', 1, 'Cells run at once (each on its own core when > 1).',
-                             lower_bound=1)
+                             lower_bound=1, upper_bound=1024)
 _SUMMARIZE_ONLY = flags.DEFINE_bool('summarize_only', False, 'Only rebuild the table/plots.')
 _EXECUTION = config_flags.define(config_flags.EXECUTION_FIELDS)
 

@@ -16,11 +16,19 @@ So a new knob is one `Knob` and one field in the Params of each algorithm that t
 
 import dataclasses
 from collections.abc import Callable
+import math
 from typing import Any, Optional
 
 import attrs
 
-HELP, CHECK = 'help', 'check'
+HELP, CHECK, HOST_ONLY = 'help', 'check', 'host_only'
+
+# The arithmetic a setting reaches: ints become TensorFlow's int32 counters, shapes and seeds;
+# floats become float32 (learning rates, strengths, percents). A number outside these ranges
+# would not fail: it would overflow or round to 0 there and train something else.
+INT_LIMIT = 2**31
+FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_TINY = 1.1754943508222875e-38  # The smallest normal float32 (CPUs flush less to 0).
 
 
 @attrs.frozen
@@ -45,20 +53,48 @@ class Knob:
                              metadata={HELP: self.help, CHECK: self.check})
 
 
-def setting(default: Any, help_text: str, check: Optional[Callable[[Any], None]] = None) -> Any:
-  """A dataclass field that is no algorithm's knob (the task, the rounds, ...), with help."""
-  return Knob(default, help_text, check).field()
+def setting(default: Any, help_text: str, check: Optional[Callable[[Any], None]] = None, *,
+            host_only: bool = False) -> Any:
+  """A dataclass field that is no algorithm's knob (the task, the rounds, ...), with help.
+
+  `host_only`: a number only Python computes with (a timeout, a memory budget), which its own
+  check bounds; `check_fields` does not hold it to TensorFlow's ranges."""
+  return dataclasses.field(default=default,
+                           metadata={HELP: help_text, CHECK: check, HOST_ONLY: host_only})
+
+
+def check_representable(name: str, value: Any) -> None:
+  """Refuses a number the run's arithmetic does not hold (`INT_LIMIT`, float32's range).
+
+  Ints must be in [-2^31, 2^31); floats finite, and 0 or of magnitude in [1.2e-38, 3.4e38].
+  Anything else (bools, strings, None) passes.
+
+  Raises:
+    ValueError: naming `name`, the value and the range.
+  """
+  if isinstance(value, bool):
+    return
+  if isinstance(value, int) and not -INT_LIMIT <= value < INT_LIMIT:
+    raise ValueError(f'{name} must be an int in [-2^31, 2^31) (the run counts in int32), got '
+                     f'{value}.')
+  if isinstance(value, float) and not (
+      math.isfinite(value) and (value == 0 or FLOAT32_TINY <= abs(value) <= FLOAT32_MAX)):
+    raise ValueError(f'{name} must be a finite number, 0 or of magnitude in [1.2e-38, 3.4e38] '
+                     f'(the run computes in float32), got {value}.')
 
 
 def check_fields(instance) -> None:
-  """Runs the check of every field of a dataclass instance (its `metadata['check']`).
+  """Checks every field of a dataclass instance: that a number is representable
+  (`check_representable`), then its own check (its `metadata['check']`).
 
   Raises:
-    ValueError: the first field whose value its check refuses.
+    ValueError: the first field refused.
   """
   for field in dataclasses.fields(instance):
     check = field.metadata.get(CHECK)
     value = getattr(instance, field.name)
+    if not field.metadata.get(HOST_ONLY):
+      check_representable(field.name, value)
     if check is not None and value is not None:
       check(value)
 

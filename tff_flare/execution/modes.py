@@ -221,13 +221,19 @@ class InProcessExecution(Execution):
     return 'in-process'
 
 
+# The longest worker timeout: a week (threads' waits end in OverflowError past ~9.2e9 s).
+MAX_TIMEOUT_S = 7 * 24 * 3600
+
+
 def validate_execution(execution: str, worker_addresses: Sequence[str] | str = (),
                        timeout_s: float = 60.0, num_threads: Optional[int] = None) -> None:
   """Raises `ValueError` for an unknown mode, bad workers, or options the mode does not take."""
   if execution not in EXECUTIONS:
     raise ValueError(f'Unknown execution {execution!r}; known: {", ".join(EXECUTIONS)}.')
-  if not timeout_s > 0:
-    raise ValueError(f'The worker timeout must be > 0 seconds, got {timeout_s}.')
+  if (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
+      or not 0 < timeout_s <= MAX_TIMEOUT_S):
+    raise ValueError(f'The worker timeout must be in (0, {MAX_TIMEOUT_S:.0f}] seconds, got '
+                     f'{timeout_s!r}.')
   if execution != 'remote' and worker_addresses:
     raise ValueError(f'Workers are given but execution is {execution}; add --execution=remote.')
   if execution == 'remote':

@@ -16,7 +16,6 @@ knob that none of the run's algorithms takes is not compared.
 
 import dataclasses
 import json
-import math
 import os
 import pathlib
 from collections.abc import Sequence
@@ -73,7 +72,8 @@ class RunSettings:
                              'clients are split over them.')
   worker_timeout_s: float = _(60.0, 'Seconds a TFF worker may be unreachable (at start, or '
                               'during a round while TFF retries) before the run stops with an '
-                              'error naming it; a local worker that dies ends it at once.')
+                              'error naming it; a local worker that dies ends it at once.',
+                              host_only=True)
   client_threads: Optional[int] = _(None, 'With --execution=inprocess: clients trained at once '
                                     '(default: the number of CPUs).')
   allow_nonfinite_rounds: bool = _(False, 'Go on after a round in which an algorithm diverged '
@@ -81,7 +81,8 @@ class RunSettings:
   memory_budget_gib: Optional[float] = _(None, 'GiB this run may use at its peak (default: its '
                                          "cgroup's limit, else the machine's available "
                                          'memory); a run whose estimated peak is larger stops '
-                                         'before its first round, naming settings that fit.')
+                                         'before its first round, naming settings that fit.',
+                                         host_only=True)
 
 
 @dataclasses.dataclass
@@ -166,13 +167,6 @@ def _check_seed(name: str, value, optional: bool = False) -> None:
          f'{name} must be an int in [0, 2^31), got {value!r}.')
 
 
-def _check_finite(instance) -> None:
-  for field in dataclasses.fields(instance):
-    value = getattr(instance, field.name)
-    if isinstance(value, float):
-      _check(math.isfinite(value), f'{field.name} must be a finite number, got {value}.')
-
-
 def validate_run(settings: RunSettings, population: int) -> None:
   """The one check of a run's settings (`RunSettings`: an experiment's, or
   `runner.simulate`'s) for a population of `population` clients.
@@ -183,14 +177,13 @@ def validate_run(settings: RunSettings, population: int) -> None:
   try:
     _check(bool(settings.output_dir),
            'output_dir is required (where results and checkpoints go).')
-    for field in dataclasses.fields(RunSettings):
-      value = getattr(settings, field.name)
-      if isinstance(value, float):
-        _check(math.isfinite(value), f'{field.name} must be a finite number, got {value}.')
     for name in ('rounds', 'eval_every', 'checkpoint_every'):
       value = getattr(settings, name)
       _check(_is_int(value) and value >= 1, f'{name} must be an int >= 1, got {value!r}.')
     _check_seed('seed', settings.seed)
+    for field in dataclasses.fields(RunSettings):
+      if not field.metadata.get(hyperparameters.HOST_ONLY):
+        hyperparameters.check_representable(field.name, getattr(settings, field.name))
     _check(_is_int(population) and population >= 1,
            f'There must be at least one client, got {population!r}.')
     per_round = settings.clients_per_round or population
@@ -234,8 +227,9 @@ def _validate(config: ExperimentConfig) -> None:
          f'An algorithm is named twice: {list(config.algorithms)}.')
   _check(config.task in tasks.TASK_NAMES,
          f'Unknown task {config.task!r}; known tasks: {", ".join(tasks.TASK_NAMES)}.')
-  _check_finite(config)
-  hyperparameters.check_fields(config)  # Every knob's own check, once.
+  _check_seed('seed', config.seed)
+  _check_seed('model_seed', config.model_seed, optional=True)
+  hyperparameters.check_fields(config)  # Every number representable, every knob's check, once.
   for name in ('total_clients', 'num_clients'):
     value = getattr(config, name)
     _check(value is None or (_is_int(value) and value >= 1),
@@ -244,7 +238,6 @@ def _validate(config: ExperimentConfig) -> None:
       _is_int(config.clients_per_round) and config.clients_per_round >= 1),
          f'clients_per_round must be an int >= 1 (or unset: every client), got '
          f'{config.clients_per_round!r}.')
-  _check_seed('model_seed', config.model_seed, optional=True)
   _check(config.batch_size is None or (_is_int(config.batch_size) and config.batch_size >= 0),
          f'batch_size must be an int >= 0 (0: full batch), got {config.batch_size!r}.')
   if config.learning_rate is not None:

@@ -347,7 +347,8 @@ def _first_bad_image(files: list[str]) -> str | None:
 
 def _check_images(arrays: ImageArrays, shape: tuple[int, ...], num_classes: int,
                   what: str) -> None:
-  """Shapes, dtypes, finite pixels in [0, 255] and labels in [0, num_classes), per split."""
+  """Shapes, dtypes, finite pixels in [0, 255] (not all in (0, 1]: scaled already) and labels in
+  [0, num_classes), per split."""
   for split in ('train', 'test'):
     x, y = getattr(arrays, f'x_{split}'), getattr(arrays, f'y_{split}')
     if tuple(x.shape[1:]) != shape or len(x) != len(y) or y.ndim != 1:
@@ -362,6 +363,10 @@ def _check_images(arrays: ImageArrays, shape: tuple[int, ...], num_classes: int,
     if x.min() < 0 or x.max() > 255:
       raise DataSourceError(f'{what}: {split} pixels range over [{x.min()}, {x.max()}]; '
                             'expected 0..255 (uint8 images; the tasks scale them to [0, 1]).')
+    if 0 < x.max() <= 1:  # Already scaled: the tasks' division by 255 would flatten them.
+      raise DataSourceError(f'{what}: {split} pixels range over [{x.min()}, {x.max()}], as if '
+                            'already scaled to [0, 1]; expected 0..255 (uint8 images; the '
+                            'tasks divide by 255). Multiply them by 255.')
     if not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)):
       raise DataSourceError(f'{what}: {split} labels are {y.dtype}, not whole numbers.')
     if not np.issubdtype(y.dtype, np.integer):
