@@ -427,5 +427,87 @@ class MemoryTest(tf.test.TestCase):
                       log=lambda line: None)
     self.assertFalse((output / 'config.json').exists())
 
+class SimulateResumeTest(tf.test.TestCase):
+  """`simulate` records what it ran and resumes only that (issue 42's silent wrong results)."""
+
+  def _process(self, keep_percent=5.0, learning_rate=0.1, builder='build_flare',
+               model_fn=tiny_models.SOFTMAX_MODEL_FN):
+    import tff_flare  # pylint: disable=g-import-not-at-top
+    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    optimizer = tff.learning.optimizers.build_sgdm(learning_rate)
+    if builder == 'build_ec':
+      return tff_flare.build_ec(model_fn, client_optimizer=optimizer, keep_percent=keep_percent)
+    return tff_flare.build_flare(model_fn, client_optimizer=optimizer, keep_percent=keep_percent)
+
+  def _simulate(self, output, processes, data, rounds, test_seed=9, **settings):
+    lines = []
+    summary = runner.simulate(
+        processes, data, output_dir=str(output), rounds=rounds, checkpoint_every=1,
+        eval_every=1, test_data=tiny_models.classification_dataset(test_seed),
+        client_threads=1, log=lines.append, **dict(dict(clients_per_round=2, seed=3), **settings))
+    return summary, lines
+
+  def test_a_resume_that_would_change_the_results_is_refused(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'refused'
+    data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
+    self._simulate(output, {'flare': self._process()}, data, 1)
+    recorded = json.loads((output / 'config.json').read_text())
+    self.assertEqual(recorded['clients'], ['c0', 'c1', 'c2'])
+    self.assertEqual(recorded['processes']['flare']['arguments']['keep_percent'], 5.0)
+    other_data = dict(data, c2=tiny_models.classification_dataset(7))
+    for processes, client_data, test_seed, message in (
+        ({'flare': self._process(keep_percent=20.0)}, data, 9,
+         r"'flare' was built otherwise \(keep_percent: 5.0 then, 20.0 now\)"),
+        ({'flare': self._process(learning_rate=0.5)}, data, 9,
+         r"built otherwise \(client_optimizer: .*'_lr': 0.1.* then, .*'_lr': 0.5"),
+        ({'flare': self._process(builder='build_ec')}, data, 9,
+         r"'flare' was built by build_flare; it is now build_ec's"),
+        ({'flare': self._process()}, other_data, 9, r'on other data \(fingerprint'),
+        ({'flare': self._process()}, dict(data, c3=data['c0']), 9,
+         r"of 3 clients; these are 4 \(1 new, e.g. \['c3'\]; 0 gone"),
+        ({'flare': self._process()}, {('d0' if k == 'c0' else k): v for k, v in data.items()},
+         9, r"1 new, e.g. \['d0'\]; 1 gone, e.g. \['c0'\]"),
+        ({'flare': self._process()}, data, 8, r'on other test data')):
+      with self.assertRaisesRegex(config_lib.ConfigError, message):
+        self._simulate(output, processes, client_data, 2, test_seed=test_seed)
+    self.assertEqual(checkpoints_rounds(output), [1])
+
+  def test_clients_in_another_order_resume_by_id(self):
+    data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(4)}
+    whole = pathlib.Path(self.get_temp_dir()) / 'whole'
+    expected, _ = self._simulate(whole, {'flare': self._process()}, data, 3)
+    pieces = pathlib.Path(self.get_temp_dir()) / 'pieces'
+    self._simulate(pieces, {'flare': self._process()}, data, 1)
+    reversed_data = dict(reversed(list(data.items())))
+    summary, lines = self._simulate(pieces, {'flare': self._process()}, reversed_data, 3)
+    self.assertTrue(any('another order' in line for line in lines))
+    self.assertEqual(summary['final_eval'], expected['final_eval'])
+
+  def test_inputs_refused_before_anything_is_written(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'never'
+    data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
+    flare = self._process()
+    for processes, client_data, settings, message in (
+        ({'flare': flare}, data, dict(clients_per_round=0),
+         r'clients_per_round \(0\) must be in \[1, 3\]'),
+        ({'flare': flare}, {0: data['c0'], '0': data['c1']}, {},
+         r"Client ids must be strings .*got 0 \(int\)"),
+        ({'../../x': flare}, data, {}, r"Process name '../../x' must be"),
+        ({'': flare}, data, {}, "Process name '' must be"),
+        ({'a/b': flare}, data, {}, "Process name 'a/b' must be"),
+        ({5: flare}, data, {}, 'Process name 5 must be'),
+        ({'flare': flare, 'ec': self._process(
+            builder='build_ec', model_fn=tiny_models.softmax_model_fn(num_classes=5))},
+         data, {}, "Processes 'flare' and 'ec' are of different models")):
+      with self.assertRaisesRegex(config_lib.ConfigError, message):
+        self._simulate(output, processes, client_data, 1, **settings)
+    self.assertFalse(output.exists())
+
+
+def checkpoints_rounds(output: pathlib.Path) -> list[int]:
+  from tff_flare.simulation import checkpoints  # pylint: disable=g-import-not-at-top
+  return checkpoints.saved_rounds(output / 'checkpoints')
+
+
 if __name__ == '__main__':
   tf.test.main()

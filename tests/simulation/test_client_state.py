@@ -98,6 +98,23 @@ class DiskClientStateStoreTest(tf.test.TestCase):
     self.assertAllEqual(leaf, np.full((2, 3), 3.0))
     self.assertLen(os.listdir(directory), 1)
 
+  def test_every_string_id_has_a_folder_of_its_own(self):
+    # An empty id used to be the store's own folder; 300 characters ENAMETOOLONG after a
+    # round; '..' a path component.
+    directory = tempfile.mkdtemp(dir=self.get_temp_dir())
+    store = client_state.DiskClientStateStore(_initial, directory)
+    ids = ['', '..', '../../x', 'é' * 300, 'é' * 299 + 'e', '0']
+    store.update(ids, [_state(float(i)) for i in range(len(ids))])
+    for i, cid in enumerate(ids):
+      self.assertAllEqual(store.get(cid)['accumulator'][0], np.full((2, 3), float(i)))
+    names = os.listdir(directory)
+    self.assertLen(names, len(ids))
+    self.assertTrue(all(len(name) <= 255 for name in names))
+    store.commit(1, [1])  # Every client folder is recognized as the store's: none removed.
+    self.assertLen([n for n in os.listdir(directory) if not n.startswith('index_')], len(ids))
+    with self.assertRaisesRegex(TypeError, r"Client ids are strings, got 0 \(int\)"):
+      store.update([0], [_state(9.0)])
+
   def test_commit_keeps_only_current_generation(self):
     directory = tempfile.mkdtemp(dir=self.get_temp_dir())
     store = client_state.DiskClientStateStore(_initial, directory)

@@ -61,6 +61,7 @@ def proximal_training(regularized) -> parts.LocalTraining:
   return parts.LocalTraining(penalty=penalty)
 
 
+@process.records_build
 def build_ec(
     model_fn: model_facts.ModelFn,
     *,
@@ -102,6 +103,7 @@ def build_ec(
       client_weighting=client_weighting)
 
 
+@process.records_build
 def build_ec_fedprox(
     model_fn: model_facts.ModelFn,
     *,

@@ -97,6 +97,7 @@ def adapted_epochs(data_epochs: int) -> parts.LocalTraining:
       dataset=lambda dataset, params: epochs_of(dataset, data_epochs, params['local_epochs']))
 
 
+@process.records_build
 def build_ec_ffl(
     model_fn: model_facts.ModelFn,
     *,

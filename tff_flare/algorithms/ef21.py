@@ -105,6 +105,7 @@ def ef21_compressor(keep_percent: float, rule: sparsification.TopKRule, *,
                           aggregation=aggregation)
 
 
+@process.records_build
 def build_ef21(
     model_fn: model_facts.ModelFn,
     *,

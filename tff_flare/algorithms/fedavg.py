@@ -16,6 +16,7 @@ from tff_flare.algorithms import parts
 from tff_flare.algorithms import process
 
 
+@process.records_build
 def build_fedavg(
     model_fn: model_facts.ModelFn,
     *,

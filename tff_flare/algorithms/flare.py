@@ -62,6 +62,7 @@ def flare_pull(*, regularized, mask_percentile, reg_steps,
   return parts.LocalTraining(penalty=penalty)
 
 
+@process.records_build
 def build_flare(
     model_fn: model_facts.ModelFn,
     *,

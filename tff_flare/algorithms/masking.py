@@ -220,6 +220,7 @@ def _mask_delta(delta, client_state, params, client_input, num_examples, *, mask
       counters=collections.OrderedDict(entries_sent=sparsification.count_nonzero(message)))
 
 
+@process.records_build
 def build_masked_fedavg(
     model_fn: model_facts.ModelFn,
     *,

@@ -11,7 +11,10 @@ it as one, and the driver keeps them between rounds (`tff_flare.simulation.clien
 whose clients keep none) and an input such as a mask key (`()` when the algorithm takes none).
 """
 
-from collections.abc import Sequence
+import enum
+import functools
+import inspect
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 import attrs
@@ -51,6 +54,53 @@ class RoundPhases:
   server_phase: tff.Computation
 
 
+def describe(value: Any, depth: int = 0) -> Any:
+  """A JSON value that says what an argument of a builder is, the same for equal arguments
+  built twice: numbers, strings and None as they are; an enum by name; a sequence item by
+  item; a function by its qualified name; another object (an optimizer, an aggregation
+  factory) by its class and the describable values of its attributes (TFF's SGD:
+  `{'class': '_SGD', '_lr': 0.1, '_momentum': 0.9, ...}`); what holds its settings only in a
+  closure is its class alone."""
+  if value is None or isinstance(value, (bool, int, float, str)):
+    return value
+  if isinstance(value, enum.Enum):
+    return f'{type(value).__name__}.{value.name}'
+  if isinstance(value, (list, tuple)):
+    return [describe(v, depth + 1) for v in value]
+  if isinstance(value, dict):
+    return {str(k): describe(v, depth + 1) for k, v in value.items()}
+  if inspect.isfunction(value) or inspect.ismethod(value) or inspect.isbuiltin(value):
+    return f'{value.__module__}.{value.__qualname__}'
+  description = {'class': f'{type(value).__module__}.{type(value).__qualname__}'}
+  if depth < 3:
+    for name, attribute in sorted(getattr(value, '__dict__', {}).items()):
+      described = describe(attribute, depth + 1)
+      if described is not None and not (isinstance(described, dict) and
+                                        set(described) == {'class'} and depth >= 2):
+        description[name] = described
+  return description
+
+
+def records_build(builder: Callable[..., 'AlgorithmProcess']
+                  ) -> Callable[..., 'AlgorithmProcess']:
+  """`builder`, whose process records how it was built (`AlgorithmProcess.build`):
+  `{'builder': <its name>, 'arguments': {name: describe(value)}}` of every argument but the
+  model function (the model is compared by its variables). `simulate` records it and refuses
+  a resume with a process built otherwise."""
+  signature = inspect.signature(builder)
+
+  @functools.wraps(builder)
+  def build(*args, **kwargs):
+    built = builder(*args, **kwargs)
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    built.build = dict(builder=builder.__name__, arguments={
+        name: describe(value) for name, value in bound.arguments.items() if name != 'model_fn'})
+    return built
+
+  return build
+
+
 class AlgorithmProcess(tff.templates.IterativeProcess):
   """An iterative process with this project's `next` (see the module docstring).
 
@@ -66,7 +116,10 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
       only on TFF's runtime (TFF's own algorithms).
     runs_only_on_tff: True when `round_functions` is None.
     model_fn: the model function it was built with (evaluation builds its models).
+    build: how a builder of this project made it (`records_build`), or None.
   """
+
+  build: Optional[dict] = None
 
   def __init__(self, initialize_fn, next_fn, *, initial_client_state, get_model_weights,
                set_model_weights, num_trainable_parameters: int, model_fn,

@@ -91,6 +91,7 @@ def qsgd_compressor(levels: int) -> parts.Compressor:
           from_client_ids=lambda ids: [masking.client_key(cid) for cid in ids]))
 
 
+@process.records_build
 def build_qsgd_ef(
     model_fn: model_facts.ModelFn,
     *,

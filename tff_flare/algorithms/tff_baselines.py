@@ -38,6 +38,7 @@ class TffFedProxParams:
     hyperparameters.check_fields(self)
 
 
+@process_lib.records_build
 def build_tff_fedavg(model_fn: model_facts.ModelFn, *,
                      client_optimizer: tff.learning.optimizers.Optimizer
                      ) -> process_lib.AlgorithmProcess:
@@ -47,6 +48,7 @@ def build_tff_fedavg(model_fn: model_facts.ModelFn, *,
       server_optimizer_fn=round_functions.default_server_optimizer()), model_fn)
 
 
+@process_lib.records_build
 def build_tff_fedprox(model_fn: model_facts.ModelFn, *,
                       client_optimizer: tff.learning.optimizers.Optimizer,
                       proximal_strength: float) -> process_lib.AlgorithmProcess:

@@ -186,7 +186,7 @@ def validate_run(settings: RunSettings, population: int) -> None:
         hyperparameters.check_representable(field.name, getattr(settings, field.name))
     _check(_is_int(population) and population >= 1,
            f'There must be at least one client, got {population!r}.')
-    per_round = settings.clients_per_round or population
+    per_round = population if settings.clients_per_round is None else settings.clients_per_round
     _check(_is_int(per_round) and 1 <= per_round <= population,
            f'clients_per_round ({per_round}) must be in [1, {population}] (the clients in '
            'use).')

@@ -20,6 +20,7 @@ import fcntl
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import time
@@ -31,6 +32,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_flare.algorithms import model_aggregators
+from tff_flare.algorithms import model_facts
 from tff_flare.algorithms import process as process_lib
 from tff_flare.algorithms import registry as algorithms
 from tff_flare.execution import modes
@@ -41,6 +43,7 @@ from tff_flare.simulation import hooks as hooks_lib
 from tff_flare.simulation import loop
 from tff_flare.simulation import memory
 from tff_flare.simulation import sampling
+from tff_flare.tasks import data_sources
 from tff_flare.tasks import registry as tasks
 
 CONFIG_FILE = 'config.json'
@@ -192,6 +195,51 @@ def _check_output_dir(config: config_lib.RunSettings, checkpoint_rounds: list[in
         f'{max(checkpoint_rounds)} to continue it, or use another --output_dir.')
 
 
+# What a run records besides its settings, and a resume must find unchanged: the algorithms a
+# `simulate` run trains and how each process was built, its client ids, the fingerprints of
+# its client (`data`: a task's data, for the binaries) and test data.
+_RECORDED_FACTS = ('algorithms', 'processes', 'clients', 'data', 'test_data')
+
+
+def _differences(then: dict, now: dict) -> list[str]:
+  """`'name: old then, new now'` of the keys whose values differ."""
+  return [f'{k}: {then.get(k)!r} then, {now.get(k)!r} now' for k in sorted(set(then) | set(now))
+          if then.get(k) != now.get(k)]
+
+
+def _check_facts(output_dir: str, record: dict, facts: dict) -> None:
+  """Refuses a resume whose processes, clients or data differ from the recorded ones, naming
+  what changed (a fact the record lacks, from a run made before it was recorded, passes)."""
+  def refuse(what: str) -> None:
+    raise config_lib.ConfigError(
+        f'{output_dir} holds a run {what}. Resuming would mix two runs in one: use another '
+        'output_dir, or the same processes and data.')
+
+  if 'algorithms' in facts and record.get('algorithms') != facts['algorithms']:
+    refuse(f'of {record.get("algorithms")}; these processes are {facts["algorithms"]}')
+  recorded = record.get('processes') or {}
+  for name, build in (facts.get('processes') or {}).items():
+    then = recorded.get(name)
+    if then is None or build is None or then == build:
+      continue
+    if then.get('builder') != build.get('builder'):
+      refuse(f'whose {name!r} was built by {then.get("builder")}; it is now '
+             f'{build.get("builder")}\'s')
+    changed = _differences(then.get('arguments', {}), build.get('arguments', {}))
+    refuse(f'whose {name!r} was built otherwise ({"; ".join(changed[:4])})')
+  if 'clients' in facts and 'clients' in record and (
+      set(record['clients']) != set(facts['clients'])):
+    then, now = set(record['clients']), set(facts['clients'])
+    refuse(f'of {len(then)} clients; these are {len(now)} ({len(now - then)} new, e.g. '
+           f'{sorted(now - then)[:2]}; {len(then - now)} gone, e.g. {sorted(then - now)[:2]})')
+  for name, what in (('data', 'data'), ('test_data', 'test data')):
+    then, now = record.get(name), facts.get(name)
+    if (name in record and name in facts and then != now and
+        data_sources.VARYING not in (then, now) and not (name == 'data' and now is None)):
+      refuse(f'on other {what} (fingerprint {then} then, {now} now: changed, replaced, or '
+             'given or left out?)')
+
+
 def _record_config(config: config_lib.RunSettings, log, facts: Optional[dict] = None,
                    from_round: int = 0) -> dict:
   """Checks the configuration against the recorded one; records it (and any change), with
@@ -209,19 +257,13 @@ def _record_config(config: config_lib.RunSettings, log, facts: Optional[dict] = 
     except (OSError, ValueError) as e:
       raise config_lib.ConfigError(f'{path} cannot be read ({e}); it records the run of this '
                                    'directory. Restore it, or use another --output_dir.')
-  facts = {k: v for k, v in (facts or {}).items() if k in ('algorithms', 'data')}
+  facts = {k: v for k, v in (facts or {}).items() if k in _RECORDED_FACTS}
   if record is None:
     record = dict(config=config_lib.as_dict(config), changes=[], **facts)
   else:
-    if 'algorithms' in facts and record.get('algorithms') != facts['algorithms']:
-      raise config_lib.ConfigError(
-          f'{config.output_dir} holds a run of {record.get("algorithms")}; these processes are '
-          f'{facts["algorithms"]}. Use another output_dir, or the same processes.')
-    if facts.get('data') is not None and record.get('data', facts['data']) != facts['data']:
-      raise config_lib.ConfigError(
-          f'{config.output_dir} holds a run on other data (fingerprint {record["data"]} then, '
-          f'{facts["data"]} now: a data file replaced or changed?). Resuming would train one '
-          'run on two data sets: restore the data, or use another --output_dir.')
+    _check_facts(config.output_dir, record, facts)
+    if 'clients' in facts and 'clients' in record:
+      facts['clients'] = record['clients']  # The same clients: the run keeps their order.
     record.update({k: v for k, v in facts.items() if v is not None})  # A run made before.
     changed = config_lib.compare_for_resume(record['config'], config)
     if changed:
@@ -311,11 +353,18 @@ def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: 
       `execution` (default 'inprocess'), `workers`, `worker_timeout_s`, `client_threads`,
       `allow_nonfinite_rounds`.
 
+  A run records what it ran in `config.json`: how each process was built (its builder and
+  arguments, `process.records_build`), the client ids in order, and fingerprints of the client
+  and test data. A resume that would change any of them is refused, naming what changed; the
+  same clients in another order resume in the recorded order (states follow the ids).
+
   Returns:
     The summary (also `summary.json`): `final_eval` per algorithm, the settings, timings.
 
   Raises:
-    config_lib.ConfigError: a bad setting or input, or a directory holding another run.
+    config_lib.ConfigError: a bad setting or input (client ids that are not strings, a process
+      name that is no plain word, processes of different models), or a directory holding
+      another run.
   """
   if not processes or not all(isinstance(p, process_lib.AlgorithmProcess)
                               for p in processes.values()):
@@ -330,21 +379,72 @@ def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: 
   if isinstance(train_data, Mapping):
     client_ids = list(train_data)
     datasets = lambda ids, round_num: [train_data[cid] for cid in ids]
+    dataset_of = train_data.__getitem__
   elif isinstance(train_data, tff.simulation.datasets.ClientData):
     client_ids = list(train_data.client_ids)
     datasets = loop.datasets_of(train_data)
+    dataset_of = train_data.create_tf_dataset_for_client
   else:
     raise config_lib.ConfigError('train_data must be a tff.simulation.datasets.ClientData or a '
                                  'mapping of client id to tf.data.Dataset, got '
                                  f'{type(train_data).__name__}.')
+  not_strings = [cid for cid in client_ids if not isinstance(cid, str)]
+  if not_strings:
+    raise config_lib.ConfigError(f'Client ids must be strings (as ClientData\'s are), got '
+                                 f'{not_strings[0]!r} ({type(not_strings[0]).__name__}).')
+  _check_processes(processes)
   config_lib.validate_run(run, len(client_ids))
+  if test_data is not None and not isinstance(test_data, tf.data.Dataset):
+    raise config_lib.ConfigError('test_data must be a batched tf.data.Dataset or None, got '
+                                 f'{type(test_data).__name__}.')
   config_lib.check_writable(output_dir)
   model_fn = next(iter(processes.values())).model_fn
   evaluate = (evaluation.build_evaluate_fn(model_fn, test_data) if test_data is not None
               else None)
   with exclusive_output_dir(output_dir):
-    return _run_processes(dict(processes), datasets, client_ids, evaluate, run,
-                          dict(algorithms=list(processes)), log)
+    facts = dict(
+        algorithms=list(processes),
+        processes={name: process.build for name, process in processes.items()},
+        clients=client_ids,
+        data=_fingerprint_datasets((cid, dataset_of(cid)) for cid in sorted(client_ids)),
+        test_data=(None if test_data is None else
+                   _fingerprint_datasets([('test', test_data)])))
+    if data_sources.VARYING in (facts['data'], facts['test_data']):
+      log('The client or test data differ from one pass to the next (shuffled?): a resume '
+          'cannot check that it is on the same data.')
+    return _run_processes(dict(processes), datasets, client_ids, evaluate, run, facts, log)
+
+
+# A process's name is a folder (client_states/<name>) and a column prefix (<name>/<metric>).
+_PROCESS_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}')
+
+
+def _check_processes(processes: Mapping[str, process_lib.AlgorithmProcess]) -> None:
+  """Refuses a name that is no plain word, and processes of different models (they start
+  from the first one's weights)."""
+  for name in processes:
+    if not isinstance(name, str) or not _PROCESS_NAME.fullmatch(name):
+      raise config_lib.ConfigError(
+          f'Process name {name!r} must be letters, digits, _, . or - (at most 100, not '
+          'starting with .): it names a folder and the metrics\' columns.')
+  names = list(processes)
+  first = model_facts.model_facts(processes[names[0]].model_fn)
+  for name in names[1:]:
+    facts = model_facts.model_facts(processes[name].model_fn)
+    if (facts.names, facts.specs) != (first.names, first.specs):
+      raise config_lib.ConfigError(
+          f'Processes {names[0]!r} and {name!r} are of different models (variables '
+          f'{[(n, s.shape.as_list()) for n, s in zip(first.names, first.specs)][:3]}... and '
+          f'{[(n, s.shape.as_list()) for n, s in zip(facts.names, facts.specs)][:3]}...): '
+          'processes run side by side start from one model. Build them with one model_fn.')
+
+
+def _fingerprint_datasets(named) -> Optional[str]:
+  try:
+    return data_sources.fingerprint_datasets(named)
+  except (tf.errors.OpError, TypeError, ValueError) as e:
+    raise config_lib.ConfigError(f'The client or test data cannot be read: {e}'.splitlines()[0]
+                                 ) from e
 
 
 def _check_memory(processes: dict, population: int, settings: config_lib.RunSettings,
@@ -377,6 +477,10 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
   estimate = _check_memory(processes, len(client_ids), settings, evaluate is not None, log)
   record = _record_config(settings, log, facts,
                           from_round=checkpoint_rounds[-1] if checkpoint_rounds else 0)
+  if record.get('clients') and record['clients'] != list(client_ids):
+    log('The clients are given in another order than the run recorded; it keeps its own '
+        '(the states and the sampling follow the client ids).')
+    client_ids = list(record['clients'])
   if not checkpoint_rounds and (output / 'metrics.csv').exists():
     log('No checkpoint yet (stopped before the first): starting again from round 0.')
     for name in _ROUND_OUTPUTS:
@@ -432,8 +536,7 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
                                   for run in runs)
   summary = dict(
       config=config_lib.as_dict(settings), changes=record['changes'], code=record['code'],
-      **facts,
-      clients=list(client_ids), final_eval=final, rounds=settings.rounds,
+      **dict(facts, clients=list(client_ids)), final_eval=final, rounds=settings.rounds,
       where={run.name: run.where for run in runs},
       num_trainable_parameters=int(sum(np.size(t) for t in runs[0].model_weights().trainable)),
       gpus=[d.name for d in tf.config.list_physical_devices('GPU')],

@@ -12,6 +12,7 @@ driver's memory holds only the round's clients (the FC's 100 accumulators are 14
 
 import collections
 import collections.abc
+import hashlib
 import json
 import os
 import pathlib
@@ -167,7 +168,8 @@ class ClientStateStore:
 
 # The disk store's names: index files, client folders (the id's hex), generation files.
 _INDEX_FILE = re.compile(r'index_(\d+)\.json')
-_CLIENT_DIR = re.compile(r'[0-9a-f]*')
+_CLIENT_DIR = re.compile(r'[0-9a-f]+|x[0-9a-f]{64}')
+_MAX_HEX_NAME = 200  # Folder names of hex ids up to this long; file names may be 255 bytes.
 _GENERATION_FILE = re.compile(r'g(\d{9})_\d+\.npy')
 
 
@@ -211,7 +213,19 @@ class DiskClientStateStore(ClientStateStore):
     return list(self._index)
 
   def _client_dir(self, client_id: Hashable) -> pathlib.Path:
-    return self._directory / str(client_id).encode().hex()
+    """The client's folder: its id's UTF-8 bytes in hex, any id a name of its own (no path
+    separator, no `..`); an empty id, or one whose hex would be longer than a file name may
+    be, is `x` and its SHA-256 instead (`x` is no hex digit: the two never meet).
+
+    Raises:
+      TypeError: a client id that is not a string (0 and '0' would share a folder).
+    """
+    if not isinstance(client_id, str):
+      raise TypeError(f'Client ids are strings, got {client_id!r} ({type(client_id).__name__}).')
+    name = client_id.encode().hex()
+    if not name or len(name) > _MAX_HEX_NAME:
+      name = 'x' + hashlib.sha256(client_id.encode()).hexdigest()
+    return self._directory / name
 
   def _path(self, client_id: Hashable, generation: int, leaf: int) -> pathlib.Path:
     return self._client_dir(client_id) / f'g{generation:09d}_{leaf}.npy'

@@ -25,6 +25,7 @@ A missing or malformed file raises `DataSourceError` naming it.
 """
 
 import collections
+from collections.abc import Iterable
 import dataclasses
 import hashlib
 import os
@@ -98,6 +99,44 @@ class ImageArrays:
   def fingerprint(self) -> str:
     """What identifies the data by content (`fingerprint` of the four arrays)."""
     return fingerprint(self.x_train, self.y_train, self.x_test, self.y_test)
+
+
+# A fingerprint of datasets that differ from one pass to the next (a shuffle, a random map).
+VARYING = 'varies'
+
+
+def fingerprint_datasets(named: Iterable[tuple[str, tf.data.Dataset]]) -> str:
+  """A content hash (16 hex digits) of named datasets: each name, then every element's leaves
+  (dtype, shape and bytes), in order; `VARYING` when the first nonempty one gives other
+  elements on a second pass (it is shuffled or randomly mapped: no resume can check it)."""
+  def update(digest, dataset: tf.data.Dataset) -> bool:
+    seen = False
+    for element in dataset.as_numpy_iterator():
+      seen = True
+      for leaf in tf.nest.flatten(element):
+        leaf = np.asarray(leaf)
+        if leaf.dtype == object:  # Strings.
+          digest.update(repr(leaf.tolist()).encode())
+        else:
+          digest.update(f'{leaf.dtype.str}{leaf.shape}'.encode())
+          digest.update(np.ascontiguousarray(leaf).data)
+    return seen
+
+  digest = hashlib.blake2b(digest_size=8)
+  checked = False
+  for name, dataset in named:
+    digest.update(name.encode() + b'\0')
+    if checked:
+      update(digest, dataset)
+      continue
+    first, again = hashlib.blake2b(digest_size=8), hashlib.blake2b(digest_size=8)
+    if update(first, dataset):
+      update(again, dataset)
+      if first.digest() != again.digest():
+        return VARYING
+      checked = True
+    digest.update(first.digest())
+  return digest.hexdigest()
 
 
 def fingerprint(*parts: np.ndarray | bytes) -> str:
