@@ -194,8 +194,22 @@ def plot_runs(run_dirs: Sequence[pathlib.Path], output: pathlib.Path) -> None:
 
 
 def group_curves(seeds: Sequence[runs_lib.Seed]) -> dict[str, list[Curve]]:
-  """`{algorithm: [curve of each seed]}` over the algorithms every seed holds."""
+  """`{algorithm: [curve of each seed]}` over the algorithms every seed holds.
+
+  Raises:
+    runs_lib.RunFileError: two seeds whose shared curves are equal round for round (the
+      accuracy and the loss): one run counted twice (a copy, or a seed that draws nothing in
+      its setting) would narrow the range and double the evidence.
+  """
   shared = set.intersection(*(seed.algorithms() for seed in seeds))
+  for i, seed in enumerate(seeds):
+    for other in seeds[:i]:
+      pairs = [(seed.curve(a), other.curve(a)) for a in sorted(shared)]
+      if pairs and all((c.round, c.accuracy, c.loss) == (d.round, d.accuracy, d.loss)
+                       for c, d in pairs):
+        raise runs_lib.RunFileError(
+            f'{"+".join(seed.refs)} and {"+".join(other.refs)} are one run twice (every curve '
+            'equal, round for round): a copy, or a seed that draws nothing here. Count it once.')
   result = collections.OrderedDict()
   for seed in seeds:
     for run_curves in seed.curves:
@@ -216,7 +230,11 @@ def _draw_seed_curves(drawing: spec.SeedCurves, figure, results, folder) -> str:
     if not seeds:
       parts.append(f'**{group.title}**: no run has rounds yet.\n')
       continue
-    curves = group_curves(seeds)
+    try:
+      curves = group_curves(seeds)
+    except runs_lib.RunFileError as e:
+      parts.append(f'**{group.title}**: not drawn: {e}\n')
+      continue
     plot_seeds(curves, folder / f'{name}.png', group.title, drawing.metric)
     table = seed_table(curves, group.rounds, group.unit, drawing.metric)
     (folder / f'{name}.md').write_text(table + '\n' + seed_orderings(curves, drawing.metric))

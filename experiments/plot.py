@@ -32,14 +32,16 @@ _TABLE_ROUNDS = flags.DEFINE_list('table_rounds', ['100', '200', '300', '1000'],
                                   'With --seeds: the rounds of the table (those reached).')
 
 # Fields two seeds of one experiment may differ in (besides what a resume may change).
-_SEED_FIELDS = ('seed', 'output_dir', 'rounds', 'eval_every', 'checkpoint_every', 'execution',
-                'workers', 'worker_timeout_s', 'client_threads', 'allow_nonfinite_rounds',
-                'client_state_storage', 'data_path', 'data_dir')
+_SEED_FIELDS = ('seed', 'model_seed', 'output_dir', 'rounds', 'eval_every', 'checkpoint_every',
+                'execution', 'workers', 'worker_timeout_s', 'client_threads',
+                'allow_nonfinite_rounds', 'client_state_storage', 'data_path', 'data_dir')
 
 
 def check_seeds_of_one_experiment(run_dirs: list[pathlib.Path]) -> None:
-  """Raises `binary.BadInput` unless the runs are distinct and their configurations differ in
-  the seed only (runs without a recorded configuration are compared where they have one)."""
+  """Raises `binary.BadInput` unless the runs are distinct, their configurations differ in
+  the seed or initial model only, and no two record the same seed and model seed (a copy of
+  a run is not a second seed; runs without a recorded configuration are compared where they
+  have one)."""
   real = [os.path.realpath(d) for d in run_dirs]
   repeated = sorted({str(d) for d, r in zip(run_dirs, real) if real.count(r) > 1})
   if repeated:
@@ -53,6 +55,13 @@ def check_seeds_of_one_experiment(run_dirs: list[pathlib.Path]) -> None:
     if differ:
       raise binary.BadInput(f'{run_dir} is not a seed of the experiment in {first_dir}: they '
                             f'differ in {", ".join(differ)}.')
+  seen = {}
+  for run_dir, config in recorded:
+    draw = (config.get('seed'), config.get('model_seed'))
+    if draw in seen:
+      raise binary.BadInput(f'{run_dir} and {seen[draw]} were run with the same seed '
+                            f'{draw[0]} and model seed {draw[1]}: one seed twice (a copy?).')
+    seen[draw] = run_dir
 
 
 def main(argv):
@@ -61,6 +70,9 @@ def main(argv):
   if not _OUTPUT.value:
     raise binary.BadInput('--output is required.')
   output = pathlib.Path(_OUTPUT.value)
+  if output.suffix != '.png' or output.is_dir():
+    raise binary.BadInput(f'--output={output} must name a .png file (not a folder); '
+                          'with --seeds its table goes beside it as .md.')
   run_dirs = [pathlib.Path(d) for d in argv[1:]]
   try:
     if _SEEDS.value:

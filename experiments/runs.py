@@ -69,8 +69,8 @@ def rows(run_dir: pathlib.Path) -> list[dict[str, Optional[float]]]:
   """The rows of the run's `metrics.csv`, in file order (see the module docstring).
 
   Raises:
-    RunFileError: no readable file, a row with the wrong number of cells, or a cell that is
-      not a number.
+    RunFileError: no readable file, a row with the wrong number of cells, a cell that is
+      not a number, or a round that is no whole number or not after the row before.
   """
   path = pathlib.Path(run_dir) / METRICS
   try:
@@ -89,8 +89,17 @@ def rows(run_dir: pathlib.Path) -> list[dict[str, Optional[float]]]:
     if len(cells) != len(header):
       raise RunFileError(f'{path}, line {number}: {len(cells)} cells where the header has '
                          f'{len(header)} (a damaged file?).')
-    result.append({name: _number(cell, f'{path}, line {number}, {name}')
-                   for name, cell in zip(header, cells)})
+    row = {name: _number(cell, f'{path}, line {number}, {name}')
+           for name, cell in zip(header, cells)}
+    if 'round' in row:
+      round_num = row['round']
+      if round_num is None or round_num != int(round_num) or round_num < 0:
+        raise RunFileError(f'{path}, line {number}: round {round_num} is not a round number.')
+      if result and round_num <= result[-1]['round']:
+        raise RunFileError(f'{path}, line {number}: round {int(round_num)} follows round '
+                           f'{int(result[-1]["round"])} (rounds are written once, in order: '
+                           'a damaged or edited file?).')
+    result.append(row)
   return result
 
 
@@ -116,6 +125,9 @@ def curves(run_dir: pathlib.Path) -> dict[str, Curve]:
     raise RunFileError(f'{pathlib.Path(run_dir) / METRICS} has no evaluated round yet.')
   result = {}
   for name in algorithms:
+    if f'{name}/eval/loss' not in table[0]:
+      raise RunFileError(f'{pathlib.Path(run_dir) / METRICS} has {name}/eval/accuracy but no '
+                         f'{name}/eval/loss column (a damaged or edited file?).')
     points, uploaded = [], 0.0
     for row in table:
       accuracy = row.get(f'{name}/eval/accuracy')

@@ -32,6 +32,15 @@ class SeedTableTest(tf.test.TestCase):
     self.assertIn('no round of [1000]', charts.seed_table(curves, [1000]))
     self.assertIn('Test loss', charts.seed_table(curves, [100], metric='loss'))
 
+  def test_one_run_counted_twice_is_refused(self):
+    # mnist_cnn_full's seed 1 repeated seed 0 bit for bit (the seed draws nothing there).
+    first = runs.Seed(['a/seed0'], [{'flare': _curve((0, 10), (0.1, 0.5))}], {})
+    copy = runs.Seed(['a/seed1'], [{'flare': _curve((0, 10), (0.1, 0.5))}], {})
+    other = runs.Seed(['a/seed2'], [{'flare': _curve((0, 10), (0.1, 0.6))}], {})
+    with self.assertRaisesRegex(runs.RunFileError, 'a/seed1 and a/seed0 are one run twice'):
+      charts.group_curves([first, copy])
+    self.assertLen(charts.group_curves([first, other])['flare'], 2)
+
   def test_orderings_hold_in_every_seed_or_not(self):
     above = [_curve((0, 10, 20, 30), (0.1, 0.5, 0.4, 0.6)),
              _curve((0, 10, 20, 30), (0.1, 0.5, 0.6, 0.7))]

@@ -50,6 +50,18 @@ class ReadTest(tf.test.TestCase):
     (run / 'metrics.csv').write_text(''.join(lines[:2]) + '1,2\n' + ''.join(lines[3:]))
     with self.assertRaisesRegex(runs.RunFileError, 'line 3: 2 cells where the header has'):
       runs.rows(run)
+    # A round repeated, out of order, or not a whole number is refused, not read.
+    for edited, message in (
+        (lines[:3] + [lines[2]] + lines[3:], 'line 4: round 1 follows round 1'),
+        (lines[:2] + [lines[3], lines[2]] + lines[4:], 'line 4: round 1 follows round 2'),
+        (lines[:2] + [lines[2].replace('1,', '1.5,', 1)] + lines[3:],
+         'line 3: round 1.5 is not a round number')):
+      (run / 'metrics.csv').write_text(''.join(edited))
+      with self.assertRaisesRegex(runs.RunFileError, message):
+        runs.rows(run)
+    (run / 'metrics.csv').write_text(text.replace('flare/eval/loss', 'flare/eval/los'))
+    with self.assertRaisesRegex(runs.RunFileError, 'no flare/eval/loss column'):
+      runs.curves(run)
     with self.assertRaisesRegex(runs.RunFileError, 'no readable metrics.csv'):
       runs.rows(self.base / 'absent')
     (self.base / 'header').mkdir()
