@@ -24,6 +24,7 @@ from absl import logging
 from tff_flare.execution import cleanup
 from tff_flare.execution import remote
 from tff_flare.experiment import config as config_lib
+from tff_flare.simulation import files
 from tff_flare.simulation import hooks
 from tff_flare.tasks import data_sources
 
@@ -42,6 +43,7 @@ EXIT_STATUS = (
     (BadInput, BAD_INPUT),
     (config_lib.ConfigError, BAD_INPUT),
     (data_sources.DataSourceError, BAD_INPUT),
+    (files.LinkedPathError, BAD_INPUT),
     (remote.WorkerUnavailableError, WORKER_UNAVAILABLE),
     (hooks.NonFiniteRoundError, NON_FINITE),
     (hooks.NonFiniteEvaluationError, NON_FINITE),
@@ -94,6 +96,10 @@ def _parse_flags(argv: list[str]) -> list[str]:
     return flags.FLAGS(argv)
   except flags.Error as e:
     print(f'error: {one_line(e)} (--helpfull lists the flags)', file=sys.stderr, flush=True)
+    sys.exit(BAD_INPUT)
+  except UnicodeDecodeError as e:  # A --flagfile that is not UTF-8 text.
+    print(f'error: a flag file is not UTF-8 text ({e.reason} at byte {e.start}).',
+          file=sys.stderr, flush=True)
     sys.exit(BAD_INPUT)
 
 

@@ -10,6 +10,7 @@ and coloured by their registry rows (`tff_flare.algorithms.registry`).
 import collections
 import csv
 import dataclasses
+import io
 import math
 import pathlib
 import statistics
@@ -24,6 +25,7 @@ from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top,wron
 from experiments import runs as runs_lib  # pylint: disable=g-bad-import-order,wrong-import-position
 from experiments import spec  # pylint: disable=wrong-import-position
 from tff_flare.algorithms import registry  # pylint: disable=wrong-import-position
+from tff_flare.simulation import files  # pylint: disable=wrong-import-position
 
 Curve = runs_lib.Curve
 _METRIC_TITLES = {'accuracy': 'Test accuracy', 'loss': 'Test loss'}
@@ -161,7 +163,7 @@ def plot_seeds(curves: Mapping[str, Sequence[Curve]], output: pathlib.Path,
     fig.suptitle(f'{title}: each seed thin, mean over seeds bold')
   fig.tight_layout()
   pathlib.Path(output).parent.mkdir(parents=True, exist_ok=True)
-  fig.savefig(output, dpi=100)
+  files.write_figure(fig, output, 100)
   plt.close(fig)
 
 
@@ -189,7 +191,7 @@ def plot_runs(run_dirs: Sequence[pathlib.Path], output: pathlib.Path) -> None:
     row_axes[0].legend()
   fig.tight_layout()
   pathlib.Path(output).parent.mkdir(parents=True, exist_ok=True)
-  fig.savefig(output, dpi=100)
+  files.write_figure(fig, output, 100)
   plt.close(fig)
 
 
@@ -237,7 +239,8 @@ def _draw_seed_curves(drawing: spec.SeedCurves, figure, results, folder) -> str:
       continue
     plot_seeds(curves, folder / f'{name}.png', group.title, drawing.metric)
     table = seed_table(curves, group.rounds, group.unit, drawing.metric)
-    (folder / f'{name}.md').write_text(table + '\n' + seed_orderings(curves, drawing.metric))
+    files.write_file(folder / f'{name}.md',
+                     table + '\n' + seed_orderings(curves, drawing.metric))
     parts.append(f'**{group.title}** (`{name}.png`; the orderings seed by seed: '
                  f'[`{name}.md`]({figure.name}/{name}.md)):\n\n{table}')
   return '\n'.join(parts)
@@ -289,7 +292,7 @@ def _draw_against(drawing: spec.AgainstParameter, figure, results, folder) -> st
   axes[0][0].legend(fontsize=8)
   fig.suptitle(figure.title)
   fig.tight_layout()
-  fig.savefig(folder / f'{drawing.name}.png', dpi=100)
+  files.write_figure(fig, folder / f'{drawing.name}.png', 100)
   plt.close(fig)
   lines = [f'| {drawing.parameter} | algorithm | ' +
            ' | '.join(f'round {r}' for r in drawing.rounds) + ' |',
@@ -302,7 +305,7 @@ def _draw_against(drawing: spec.AgainstParameter, figure, results, folder) -> st
     lines.append('| - | FedAvg | ' + ' | '.join(_cell(band.get(r, [])) for r in drawing.rounds)
                  + ' |')
   table = '\n'.join(lines) + '\n'
-  (folder / f'{drawing.name}.md').write_text(table)
+  files.write_file(folder / f'{drawing.name}.md', table)
   return (f'Test accuracy, mean [min, max] (seeds), against {drawing.parameter} '
           f'(`{drawing.name}.png`):\n\n{table}')
 
@@ -348,10 +351,11 @@ def masking_table(cells: Sequence[pathlib.Path], folder: pathlib.Path) -> str:
   if not table:
     raise ValueError(f'No finished cell among {[str(c) for c in cells] or "none"}.')
   folder.mkdir(parents=True, exist_ok=True)
-  with open(folder / 'grid.csv', 'w', newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=list(table[0]))
-    writer.writeheader()
-    writer.writerows(table)
+  grid_csv = io.StringIO(newline='')
+  writer = csv.DictWriter(grid_csv, fieldnames=list(table[0]))
+  writer.writeheader()
+  writer.writerows(table)
+  files.write_file(folder / 'grid.csv', grid_csv.getvalue())
   lines = ['| cell | process | rounds | mean S (std, min-max) | S_max | mean S/S_max '
            '| 2nd half S (S/S_max) | mean S emp. | final acc |',
            '|---|---|---:|---|---:|---:|---|---:|---:|']
@@ -362,7 +366,7 @@ def masking_table(cells: Sequence[pathlib.Path], folder: pathlib.Path) -> str:
                  f"({r['second_half_s_normalized']:.3f}) | {r['mean_s_empirical']:.2f} | "
                  f"{r['final_accuracy']:.4f} |")
   markdown = '\n'.join(lines) + '\n'
-  (folder / 'grid.md').write_text(markdown)
+  files.write_file(folder / 'grid.md', markdown)
   _plot_survival_against_accuracy(table, folder / 'survival_vs_accuracy.png')
   _plot_survival_curves(cells, folder / 'survival_curves.png')
   return markdown
@@ -385,7 +389,7 @@ def _plot_survival_curves(cells: Sequence[pathlib.Path], path: pathlib.Path) -> 
   ax.set_title('Update masking on CIFAR-10: survival over the rounds')
   ax.legend(fontsize=7)
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  files.write_figure(fig, path, 120)
   plt.close(fig)
 
 
@@ -410,7 +414,7 @@ def _plot_survival_against_accuracy(table, path: pathlib.Path) -> None:
   ax.set_title('Update masking on CIFAR-10: survival vs accuracy')
   ax.legend(fontsize=7)
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  files.write_figure(fig, path, 120)
   plt.close(fig)
 
 
@@ -533,7 +537,7 @@ def _draw_scaling(drawing: spec.SparsityScaling, figure, results, folder) -> str
     ax.legend(fontsize=8)
   fig.suptitle(figure.title + ' (mean over seeds)')
   fig.tight_layout()
-  fig.savefig(folder / 'scaling.png', dpi=100)
+  files.write_figure(fig, folder / 'scaling.png', 100)
   plt.close(fig)
   lines = ['| R (%) | algorithm | density | ' + ' | '.join(t for t, _ in measures) + ' |',
            '|---:|---|---:|' + '---:|' * len(measures)]
@@ -559,7 +563,7 @@ def _draw_scaling(drawing: spec.SparsityScaling, figure, results, folder) -> str
                 if slopes[(t, a)][0] is not None else f'{label(a)} -' for a in drawing.algorithms)
       for t, _ in measures) + ' |')
   table = '\n'.join(lines) + '\n'
-  (folder / 'scaling.md').write_text(table)
+  files.write_file(folder / 'scaling.md', table)
   return ('Per R: the measured density, and mean [min, max] (seeds) of each measure; the '
           'last row fits a line to the log of the means against the log of the density, '
           f'over the R where every seed has a value (`scaling.png`):\n\n{table}')

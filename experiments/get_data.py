@@ -31,6 +31,7 @@ from absl import flags
 import numpy as np
 
 from experiments import binary
+from tff_flare.simulation import files
 from tff_flare.tasks import data_sources
 
 DATASETS = ('mnist', 'cifar10', 'cifar100', 'shakespeare')
@@ -54,23 +55,23 @@ def _keras_arrays(name: str):
 
 def write_npz(path: pathlib.Path, arrays) -> None:
   (x_train, y_train), (x_test, y_test) = arrays
-  temporary = path.with_name(path.name + '.tmp.npz')
-  np.savez(temporary, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
-  temporary.replace(path)
+  buffer = io.BytesIO()
+  np.savez(buffer, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
+  files.write_file(path, buffer.getvalue())
 
 
 def write_imagefolder(path: pathlib.Path, arrays, classes) -> None:
   """A `.tar.gz` of `train/<class>/<n>.png` and `test/<class>/<n>.png` (lossless)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  temporary = path.with_name(path.name + '.tmp')
-  with tarfile.open(temporary, 'w:gz') as archive:
+  buffer = io.BytesIO()
+  with tarfile.open(fileobj=buffer, mode='w:gz') as archive:
     for split, (x, y) in zip(('train', 'test'), arrays):
       for index, (image, label) in enumerate(zip(x, np.asarray(y).reshape(-1))):
         data = tf.io.encode_png(image).numpy()
         info = tarfile.TarInfo(f'{split}/{classes[int(label)]}/{index:05d}.png')
         info.size = len(data)
         archive.addfile(info, io.BytesIO(data))
-  temporary.replace(path)
+  files.write_file(path, buffer.getvalue())
 
 
 def write_play(path: pathlib.Path) -> None:
@@ -84,9 +85,7 @@ def write_play(path: pathlib.Path) -> None:
                           f'{binary.one_line(e)[:200]}); it needs the internet once.') from e
   text = ''.join(example['text'].decode() for split in splits
                  for example in tfds.as_numpy(split))
-  temporary = path.with_name(path.name + '.tmp')
-  temporary.write_text(text)
-  temporary.replace(path)
+  files.write_file(path, text)
 
 
 def fetch(name: str, data_dir: pathlib.Path, overwrite: bool, log=print) -> list[pathlib.Path]:

@@ -24,6 +24,7 @@ from absl import flags
 from experiments import binary
 from experiments import charts
 from experiments import runs
+from tff_flare.simulation import files
 
 _OUTPUT = flags.DEFINE_string('output', None, 'PNG file to write (required).')
 _SEEDS = flags.DEFINE_bool('seeds', False, 'The directories are seeds of one experiment.')
@@ -85,7 +86,7 @@ def main(argv):
       curves = charts.group_curves(seeds)
       table = charts.seed_table(curves, rounds) + '\n' + charts.seed_orderings(curves)
       charts.plot_seeds(curves, output, _TITLE.value)
-      output.with_suffix('.md').write_text(table)
+      files.write_file(output.with_suffix('.md'), table)
       print(table)
     else:
       charts.plot_runs(run_dirs, output)

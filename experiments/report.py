@@ -13,6 +13,7 @@ from experiments import claims as claims_lib
 from experiments import runs as runs_lib
 from experiments import schedule
 from experiments import spec
+from tff_flare.simulation import files
 
 PAGE = 'README.md'
 _PAPERS = (('FLARE', 'FLARE (Greidi & Cohen)'), ('Masking', 'Update masking ("How much '
@@ -130,6 +131,7 @@ def write(figures: Sequence[spec.Figure], claims: Sequence[spec.Claim],
       if not any(results.curves(ref) for ref in results.figure_runs(figure.name)):
         log(f'{figure.name}: no run has rounds yet; not drawn')
         continue
+      files.check_no_link(results_dir / figure.name, within=results_dir)
       parts.append(_figure_section(figure, results, results_dir / figure.name))
       log(f'{figure.name}: drawn in {results_dir / figure.name}')
     if parts:
@@ -141,5 +143,5 @@ def write(figures: Sequence[spec.Figure], claims: Sequence[spec.Claim],
           _claims_section(results, claims) + '\n' + '\n'.join(sections) + '\n' +
           costs_table(figures, results_dir))
   path = results_dir / PAGE
-  path.write_text(page)
+  files.write_file(path, page)
   return path

@@ -68,8 +68,12 @@ def main(argv):
   # Ctrl-C as KeyboardInterrupt, so that the runs started here are stopped (each resumes).
   signal.signal(signal.SIGINT, signal.default_int_handler)
   results = pathlib.Path(_RESULTS_DIR.value)
+  if not flags.FLAGS['results_dir'].present and not results.is_dir():
+    results = schedule.REPOSITORY / schedule.RESULTS  # Run from elsewhere: the committed ones.
   if results.exists() and not results.is_dir():
     raise binary.BadInput(f'--results_dir={results} is not a directory.')
+  if _SUMMARIZE_ONLY.value and not results.is_dir():
+    raise binary.BadInput(f'--results_dir={results} does not exist: no runs to summarize.')
   try:
     selected = schedule.select(manifest.FIGURES, _FIGURES.value)
     shard = schedule.parse_shard(_SHARD.value)

@@ -35,10 +35,12 @@ from typing import Optional
 from experiments import runs as runs_lib
 from experiments import spec
 from tff_flare.execution import cleanup
+from tff_flare.simulation import files
 from tff_flare.simulation import memory
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS = pathlib.Path('experiments') / 'results'  # The committed results, in the repository.
+REPOSITORY = pathlib.Path(__file__).resolve().parents[1]
 COMMAND_FILE = 'command.json'
 LOG_FILE = 'log.txt'
 DATA_DIR = '{data}'  # In a run's flags: the data directory (`--data_dir` of reproduce).
@@ -111,7 +113,7 @@ def check_recorded_flags(run: spec.Run, run_dir: pathlib.Path) -> None:
 
 def _record_flags(run: spec.Run, run_dir: pathlib.Path) -> None:
   run_dir.mkdir(parents=True, exist_ok=True)
-  (run_dir / COMMAND_FILE).write_text(json.dumps(
+  files.write_file(run_dir / COMMAND_FILE, json.dumps(
       dict(binary=run.binary, flags=dict(run.flags)), indent=2, default=str) + '\n')
 
 

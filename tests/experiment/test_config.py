@@ -96,6 +96,9 @@ class ValidateTest(tf.test.TestCase, parameterized.TestCase):
       f.write('x')
     with self.assertRaisesRegex(config_lib.ConfigError, 'is not writable'):
       config_lib.validate(_config(f'{blocker}/sub'))
+    # The file itself: said so (it was "another program is checking the directory").
+    with self.assertRaisesRegex(config_lib.ConfigError, 'a_file is a file, not a directory'):
+      config_lib.validate(_config(blocker))
 
 
 class CompareForResumeTest(tf.test.TestCase):

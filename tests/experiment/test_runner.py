@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import types
 from unittest import mock
@@ -138,7 +139,14 @@ class BadRunTest(tf.test.TestCase):
     for path, message in ((base / 'missing.npz', 'missing.npz does not exist'),
                           (corrupt, 'corrupt.npz is not an .npz archive')):
       with self.assertRaisesRegex(config_lib.ConfigError, message):
-        _run(_config(base / 'out', task='mnist_cnn', source='npz', data_path=str(path)))
+        _run(_config(base / 'out' / 'nested', task='mnist_cnn', source='npz',
+                     data_path=str(path)))
+      self.assertFalse((base / 'out').exists())  # A refused run leaves no folder it made.
+    kept = base / 'kept'
+    kept.mkdir()
+    with self.assertRaisesRegex(config_lib.ConfigError, 'missing.npz does not exist'):
+      _run(_config(kept, task='mnist_cnn', source='npz', data_path=str(base / 'missing.npz')))
+    self.assertTrue(kept.is_dir())  # One that was there stays.
 
   def test_a_diverged_round_stops_the_run_unless_allowed(self):
     config = _config(pathlib.Path(self.get_temp_dir()) / 'nan', algorithms=('fedavg',),
@@ -439,12 +447,13 @@ class SimulateResumeTest(tf.test.TestCase):
       return tff_flare.build_ec(model_fn, client_optimizer=optimizer, keep_percent=keep_percent)
     return tff_flare.build_flare(model_fn, client_optimizer=optimizer, keep_percent=keep_percent)
 
-  def _simulate(self, output, processes, data, rounds, test_seed=9, **settings):
+  def _simulate(self, output, processes, data, rounds, test_seed=9, log=None, **settings):
     lines = []
     summary = runner.simulate(
         processes, data, output_dir=str(output), rounds=rounds, checkpoint_every=1,
         eval_every=1, test_data=tiny_models.classification_dataset(test_seed),
-        client_threads=1, log=lines.append, **dict(dict(clients_per_round=2, seed=3), **settings))
+        client_threads=1, log=log or lines.append,
+        **dict(dict(clients_per_round=2, seed=3), **settings))
     return summary, lines
 
   def test_a_resume_that_would_change_the_results_is_refused(self):
@@ -472,6 +481,14 @@ class SimulateResumeTest(tf.test.TestCase):
         self._simulate(output, processes, client_data, 2, test_seed=test_seed)
     self.assertEqual(checkpoints_rounds(output), [1])
 
+  def test_a_binarys_run_is_not_resumed_by_simulate(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'binary'
+    _run(_config(output, algorithms=('flare',), rounds=1))
+    data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
+    with self.assertRaisesRegex(config_lib.ConfigError, "holds a run of the experiment "
+                                "binaries \\(task 'digits_demo'\\), not of simulate"):
+      self._simulate(output, {'flare': self._process()}, data, 2)
+
   def test_clients_in_another_order_resume_by_id(self):
     data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(4)}
     whole = pathlib.Path(self.get_temp_dir()) / 'whole'
@@ -482,6 +499,26 @@ class SimulateResumeTest(tf.test.TestCase):
     summary, lines = self._simulate(pieces, {'flare': self._process()}, reversed_data, 3)
     self.assertTrue(any('another order' in line for line in lines))
     self.assertEqual(summary['final_eval'], expected['final_eval'])
+
+  def test_a_ctrl_c_that_tensorflow_swallows_still_stops_the_run(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'interrupted'
+    data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
+
+    def log(line):
+      if line.startswith('round 0 '):
+        try:  # As TF's _xla_gc_callback does: the KeyboardInterrupt is raised and ignored.
+          signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+          pass
+
+    with self.assertRaisesRegex(KeyboardInterrupt, 'Interrupted at round 1; called again, the '
+                                'run resumes from its checkpoint after round 0'):
+      self._simulate(output, {'flare': self._process()}, data, 4, log=log)
+    self.assertIs(signal.getsignal(signal.SIGINT), signal.default_int_handler)
+    self.assertEqual(checkpoints_rounds(output), [1])
+    summary, lines = self._simulate(output, {'flare': self._process()}, data, 4)
+    self.assertEqual(summary['rounds'], 4)
+    self.assertTrue(any('Resuming from the checkpoint after round 0' in l for l in lines))
 
   def test_inputs_refused_before_anything_is_written(self):
     output = pathlib.Path(self.get_temp_dir()) / 'never'

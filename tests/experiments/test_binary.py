@@ -94,6 +94,31 @@ class BinaryTest(tf.test.TestCase):
     # No half checkpoint: nothing in checkpoints/ after the failed first save.
     self.assertEqual(list((pathlib.Path(out) / 'full' / 'checkpoints').iterdir()), [])
 
+  def test_bad_inputs_of_the_classes_fixed_are_one_line(self):
+    out = pathlib.Path(self.get_temp_dir())
+    (out / 'a_file').write_text('x')
+    (out / 'run').mkdir()
+    (out / 'latin1.flags').write_bytes(b'\xff--rounds=3\n')
+    cases = {
+        'error: a flag file is not UTF-8 text': _start(
+            'plot', f'--flagfile={out}/latin1.flags'),
+        'error: --results_dir=.*missing does not exist: no runs to summarize': _start(
+            'reproduce', '--summarize_only', f'--results_dir={out}/missing'),
+        'error: --output=.*x.txt must name a .png file': _start(
+            'plot', str(out / 'run'), f'--output={out}/x.txt'),
+        'error: Output directory .*a_file is a file, not a directory': _start(
+            'run_experiment', f'--output_dir={out}/a_file'),
+        r'error: learning_rate must be .*float32\), got 1e-45': _start(
+            'run_experiment', '--learning_rate=1e-45', f'--output_dir={out}/tiny'),
+        r'error: The worker timeout must be in \(0, 604800\] seconds': _start(
+            'run_experiment', '--worker_timeout_s=1e308', f'--output_dir={out}/long'),
+    }
+    for message, process in cases.items():
+      status, _, stderr = _finish(process)
+      self.assert_one_line(stderr, status, 2, 'error: ')
+      self.assertRegex(stderr, message)
+    self.assertFalse((out / 'tiny').exists())
+
   def test_ctrl_c_while_starting_is_one_line(self):
     process = _start('run_experiment', f'--output_dir={self.get_temp_dir()}/interrupted')
     time.sleep(1.5)  # Python is up; TensorFlow's import takes seconds more.

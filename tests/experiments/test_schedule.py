@@ -17,6 +17,7 @@ from experiments import report
 from experiments import runs
 from experiments import schedule
 from experiments import spec
+from tff_flare.simulation import files
 
 _FLAGS = dict(task='digits_demo', algorithms='fedavg', eval_every=1, checkpoint_every=1,
               clients_per_round=3)
@@ -96,6 +97,19 @@ class ScheduleTest(tf.test.TestCase):
     self.assertIn('![a tiny figure](tiny/curves.png)', text)
     self.assertIn('| [tiny](#tiny) | 2 of 2 | 4 / 4 |', text)
     self.assertTrue((results / 'tiny' / 'curves.md').exists())
+    # Links planted in the results folder: the page and figures are not written through them.
+    outside = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    (outside / 'victim').write_text('kept')
+    (results / 'tiny' / 'curves.md').unlink()
+    (results / 'tiny' / 'curves.md').symlink_to(outside / 'victim')
+    with self.assertRaisesRegex(files.LinkedPathError, 'curves.md is a symbolic link'):
+      report.write([figure], [], results, log=lines.append)
+    (results / 'tiny' / 'curves.md').unlink()
+    page.unlink()
+    page.symlink_to(outside / 'victim')
+    with self.assertRaisesRegex(files.LinkedPathError, 'README.md is a symbolic link'):
+      report.write([figure], [], results, log=lines.append)
+    self.assertEqual((outside / 'victim').read_text(), 'kept')
     self.assertEqual(_repository_state(), before)
 
   def test_the_data_directory_fills_the_placeholder(self):

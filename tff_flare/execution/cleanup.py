@@ -17,6 +17,10 @@ parent's stdout/stderr, and one that outlives its parent holds the parent's outp
   * `stop_workers_at_exit()` stops them when the process exits (the package's builders,
     `tff_flare.build_*`, register it at their first call);
     `stopping_local_workers()` is a context manager for a notebook or a script.
+  * `noting_interrupts()` is for a library call that runs long (`tff_flare.simulate`): Ctrl-C
+    is noted as well as raised, since TensorFlow's XLA garbage-collection callback swallows a
+    `KeyboardInterrupt` raised inside it ("Exception ignored in _xla_gc_callback") and the run
+    would go on; the loop checks the note at every round (`hooks.StopOnInterrupt`).
 """
 
 import atexit
@@ -26,6 +30,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -186,6 +191,29 @@ def stop_workers_at_exit() -> None:
   if not _registered:
     atexit.register(_stop_workers_at_exit)
     _registered.append(True)
+
+
+@contextlib.contextmanager
+def noting_interrupts() -> Iterator[threading.Event]:
+  """Yields an event that Ctrl-C (SIGINT) sets while the block runs; the `KeyboardInterrupt`
+  is raised as usual too. Only on the main thread and where SIGINT has Python's default
+  handler (a binary's own handler, or a notebook's, is left alone; the event then stays
+  unset); the handler before is restored on exit."""
+  noted = threading.Event()
+  if (threading.current_thread() is not threading.main_thread() or
+      signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+    yield noted
+    return
+
+  def note_then_raise(signum, frame):
+    noted.set()
+    signal.default_int_handler(signum, frame)
+
+  signal.signal(signal.SIGINT, note_then_raise)
+  try:
+    yield noted
+  finally:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def install_process_cleanup(interrupt_message: str = 'Interrupted.') -> None:

@@ -158,17 +158,20 @@ class _WatchedRpc:
     """The call's response, or `WorkerUnavailableError` once the worker has been silent for
     more than `timeout_s` (gRPC errors of the call pass through)."""
     every_s = min(_PROBE_EVERY_S, self._timeout_s)
-    silent_since = None
     while True:
       try:
-        return future.result(timeout=every_s)
+        response = future.result(timeout=every_s)
+        self._outage.pop('silent_since', None)
+        return response
       except grpc.FutureTimeoutError:
         pass
       asked = time.monotonic()
       if _answers(self._address, every_s):
-        silent_since = None
+        self._outage.pop('silent_since', None)
         continue
-      silent_since = asked if silent_since is None else silent_since
+      # One silence clock per worker, shared by its calls in flight and the calls after them
+      # (each call's own clock made a frozen worker take 6-9 times the timeout to be named).
+      silent_since = self._outage.setdefault('silent_since', asked)
       if time.monotonic() - silent_since > self._timeout_s:
         future.cancel()
         death = self._death() if self._death is not None else None

@@ -291,6 +291,9 @@ def check_no_links(output_dir: str) -> None:
 def check_writable(output_dir: str) -> None:
   """Creates `output_dir` if needed; refuses one that is not writable or holds a link."""
   check_no_links(output_dir)
+  if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+    raise ConfigError(f'Output directory {output_dir} is a file, not a directory: give a new '
+                      'or empty directory.')
   try:
     os.makedirs(output_dir, exist_ok=True)
     probe = pathlib.Path(output_dir) / '.write_probe'

@@ -23,6 +23,7 @@ import pathlib
 import re
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Mapping
 from typing import Callable, Iterator, Optional, Union
@@ -35,10 +36,12 @@ from tff_flare.algorithms import model_aggregators
 from tff_flare.algorithms import model_facts
 from tff_flare.algorithms import process as process_lib
 from tff_flare.algorithms import registry as algorithms
+from tff_flare.execution import cleanup
 from tff_flare.execution import modes
 from tff_flare.experiment import config as config_lib
 from tff_flare.simulation import checkpoints as checkpoints_lib
 from tff_flare.simulation import evaluation
+from tff_flare.simulation import files
 from tff_flare.simulation import hooks as hooks_lib
 from tff_flare.simulation import loop
 from tff_flare.simulation import memory
@@ -113,6 +116,24 @@ def hyperparameters(config: config_lib.ExperimentConfig,
       model_aggregator=model_aggregators.build(config.model_aggregator, config.aggregator_norm),
       client_weighting=tff.learning.ClientWeighting[config.client_weighting.upper()],
       **knobs)
+
+
+@contextlib.contextmanager
+def _removed_if_refused(output_dir: str) -> Iterator[None]:
+  """A run refused (`ConfigError`) leaves no folder it made: the folders of `output_dir` that
+  did not exist before are removed again if they hold no file (the lock is gone by then)."""
+  top = None
+  for folder in [pathlib.Path(output_dir), *pathlib.Path(output_dir).parents]:
+    if os.path.lexists(folder):
+      break
+    top = folder
+  try:
+    yield
+  except config_lib.ConfigError:
+    if top is not None and top.is_dir() and not top.is_symlink() and not any(
+        files_here for _, _, files_here in os.walk(top)):
+      shutil.rmtree(top, ignore_errors=True)
+    raise
 
 
 # Files of the reproduce machinery (`experiments/schedule.py`) that may precede a run's own.
@@ -215,6 +236,9 @@ def _check_facts(output_dir: str, record: dict, facts: dict) -> None:
         f'{output_dir} holds a run {what}. Resuming would mix two runs in one: use another '
         'output_dir, or the same processes and data.')
 
+  if 'algorithms' in facts and 'algorithms' not in record:
+    refuse(f'of the experiment binaries (task {record.get("config", {}).get("task")!r}), '
+           'not of simulate')
   if 'algorithms' in facts and record.get('algorithms') != facts['algorithms']:
     refuse(f'of {record.get("algorithms")}; these processes are {facts["algorithms"]}')
   recorded = record.get('processes') or {}
@@ -275,9 +299,7 @@ def _record_config(config: config_lib.RunSettings, log, facts: Optional[dict] = 
   version = code_version()
   if not code or {k: code[-1].get(k) for k in version} != version:
     code.append(dict(version, from_round=from_round))
-  temporary = path.with_suffix('.tmp')
-  temporary.write_text(json.dumps(record, indent=2))
-  temporary.replace(path)
+  files.write_file(path, json.dumps(record, indent=2))
   return record
 
 
@@ -310,6 +332,11 @@ def run_experiment(config: config_lib.ExperimentConfig,
       run resumes from its last checkpoint when started again.
     hooks.NonFiniteRoundError, hooks.NonFiniteEvaluationError: an algorithm diverged.
   """
+  with _removed_if_refused(config.output_dir):
+    return _run_experiment(config, log)
+
+
+def _run_experiment(config: config_lib.ExperimentConfig, log) -> dict:
   config_lib.validate(config)
   with exclusive_output_dir(config.output_dir):
     task = build_task(config)
@@ -397,6 +424,13 @@ def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: 
   if test_data is not None and not isinstance(test_data, tf.data.Dataset):
     raise config_lib.ConfigError('test_data must be a batched tf.data.Dataset or None, got '
                                  f'{type(test_data).__name__}.')
+  with _removed_if_refused(output_dir):
+    return _simulate_checked(processes, client_ids, datasets, dataset_of, run, test_data, log)
+
+
+def _simulate_checked(processes, client_ids, datasets, dataset_of, run, test_data, log) -> dict:
+  """`simulate` after its inputs are checked: the directory, the facts it records, the run."""
+  output_dir = run.output_dir
   config_lib.check_writable(output_dir)
   model_fn = next(iter(processes.values())).model_fn
   evaluate = (evaluation.build_evaluate_fn(model_fn, test_data) if test_data is not None
@@ -412,7 +446,9 @@ def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: 
     if data_sources.VARYING in (facts['data'], facts['test_data']):
       log('The client or test data differ from one pass to the next (shuffled?): a resume '
           'cannot check that it is on the same data.')
-    return _run_processes(dict(processes), datasets, client_ids, evaluate, run, facts, log)
+    with cleanup.noting_interrupts() as interrupted:
+      return _run_processes(dict(processes), datasets, client_ids, evaluate, run, facts, log,
+                            interrupted)
 
 
 # A process's name is a folder (client_states/<name>) and a column prefix (<name>/<metric>).
@@ -468,9 +504,11 @@ def _check_memory(processes: dict, population: int, settings: config_lib.RunSett
 
 
 def _run_processes(processes: dict, client_datasets, client_ids: list[str], evaluate,
-                   settings: config_lib.RunSettings, facts: dict, log) -> dict:
+                   settings: config_lib.RunSettings, facts: dict, log,
+                   interrupted: Optional[threading.Event] = None) -> dict:
   """The one run of processes: checks the directory, records the settings (`facts` beside
-  them), runs the loop with its hooks, writes the summary."""
+  them), runs the loop with its hooks, writes the summary; stops between rounds once
+  `interrupted` is set (`cleanup.noting_interrupts`)."""
   output = pathlib.Path(settings.output_dir)
   checkpoint_rounds = checkpoints_lib.saved_rounds(output / 'checkpoints')
   _check_output_dir(settings, checkpoint_rounds)
@@ -514,7 +552,9 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
                                             settings.client_sampling)
     csv = tff.program.CSVFileReleaseManager(output / 'metrics.csv', key_fieldname='round')
     collected = hooks_lib.CollectRows()
-    hooks = [hooks_lib.Evaluation(evaluate, settings.eval_every)] if evaluate else []
+    last_checkpoint = lambda: (checkpoints.versions() or [None])[-1]
+    hooks = [hooks_lib.StopOnInterrupt(interrupted, last_checkpoint)] if interrupted else []
+    hooks += [hooks_lib.Evaluation(evaluate, settings.eval_every)] if evaluate else []
     if any(run.process.uses_test_loss for run in runs):  # EC-FFL, reusing the evaluation.
       if evaluate is None:
         raise config_lib.ConfigError(', '.join(r.name for r in runs if r.process.uses_test_loss)
@@ -523,8 +563,7 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
     hooks += [hooks_lib.ReleaseRows([csv, tff.program.TensorBoardReleaseManager(
         output / 'tensorboard')], final_managers=[csv])]
     if not settings.allow_nonfinite_rounds:
-      hooks.append(hooks_lib.StopOnNonFiniteRound(
-          lambda: (checkpoints.versions() or [None])[-1]))
+      hooks.append(hooks_lib.StopOnNonFiniteRound(last_checkpoint))
     progress = hooks_lib.LogProgress(log, start_round, settings.rounds, peak.peak_bytes)
     hooks += [hooks_lib.CheckpointEvery(checkpoints, settings.checkpoint_every,
                                         settings.rounds),
@@ -544,5 +583,5 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
       memory=dict(estimated_peak_gib=round(estimate.total / memory.GIB, 3),
                   peak_gib=round(peak.peak_bytes() / memory.GIB, 3),
                   floor_gib=round(estimate.floor / memory.GIB, 3)))
-  (output / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str))
+  files.write_file(output / SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
   return summary

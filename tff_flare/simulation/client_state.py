@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from tff_flare.simulation import files
+
 
 class ClientStateMismatchError(ValueError):
   """A client state does not have the structure, shapes or dtypes the process expects."""
@@ -293,10 +295,7 @@ class DiskClientStateStore(ClientStateStore):
   def commit(self, version: int, retained_versions: Sequence[int]) -> None:
     """Records checkpoint `version`'s index; deletes files no kept checkpoint refers to."""
     index = {self._client_dir(cid).name: g for cid, g in self._index.items()}
-    path = self._index_path(version)
-    temporary = path.with_suffix('.tmp')
-    temporary.write_text(json.dumps(index))
-    os.replace(temporary, path)
+    files.write_file(self._index_path(version), json.dumps(index))
     keep = collections.defaultdict(set)
     for name, generation in index.items():
       keep[name].add(generation)

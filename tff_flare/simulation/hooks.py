@@ -7,6 +7,7 @@ Each is a `loop.Hook`; a run passes the ones it wants to `loop.run_rounds`, in o
 import asyncio
 import math
 from collections.abc import Callable, Sequence
+import threading
 import time
 from typing import Any, Optional
 
@@ -81,6 +82,29 @@ class NonFiniteRoundError(RuntimeError):
 
 class NonFiniteEvaluationError(RuntimeError):
   """A model whose test loss or accuracy is not finite (NaN or Inf)."""
+
+
+class StopOnInterrupt(loop.Hook):
+  """Raises `KeyboardInterrupt` before and after every round once `interrupted` is set
+  (`cleanup.noting_interrupts`: a Ctrl-C that TensorFlow swallowed mid-round still ends the
+  run, at the end of that round and before its checkpoint)."""
+
+  def __init__(self, interrupted: threading.Event, last_checkpoint=lambda: None):
+    self._interrupted = interrupted
+    self._last_checkpoint = last_checkpoint
+
+  def _check(self, round_num: int) -> None:
+    if self._interrupted.is_set():
+      last = self._last_checkpoint()
+      raise KeyboardInterrupt(
+          f'Interrupted at round {round_num}; called again, the run resumes from ' +
+          ('round 0.' if last is None else f'its checkpoint after round {last - 1}.'))
+
+  def before_round(self, round_num, runs, row) -> None:
+    self._check(round_num)
+
+  def after_round(self, round_num, runs, row) -> None:
+    self._check(round_num)
 
 
 class StopOnNonFiniteRound(loop.Hook):

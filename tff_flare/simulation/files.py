@@ -1,0 +1,65 @@
+"""The one way this project writes a file it owns: never through a link, never half-written.
+
+    files.write_file(output / 'summary.json', text, within=output)
+
+The file is written to a new temporary name beside it (created exclusively, not following a
+link) and renamed over the target, so a reader sees the old file or the new one, never part
+of one, and a crash leaves the old file. A link at the target, or a folder between `within`
+and the target that is a link, is refused: the writer would write where it was not told to.
+Runs, checkpoints' indexes, the results page, figures and plots all write through here.
+"""
+
+import io
+import os
+import pathlib
+from typing import Optional
+
+
+class LinkedPathError(ValueError):
+  """A file to write that is, or lies under, a symbolic link."""
+
+
+def check_no_link(path: os.PathLike | str, within: Optional[os.PathLike | str] = None) -> None:
+  """Refuses `path` if it, or a folder between `within` (default: its own folder) and it, is
+  a symbolic link.
+
+  Raises:
+    LinkedPathError: naming the link.
+  """
+  path = pathlib.Path(path)
+  top = pathlib.Path(within) if within is not None else path.parent
+  entries = [path] + [p for p in path.parents if p != top and top in p.parents]
+  for entry in entries:
+    if entry.is_symlink():
+      raise LinkedPathError(f'{entry} is a symbolic link: this project writes only files it '
+                            f'makes, where it was told to. Remove the link.')
+
+
+def write_file(path: os.PathLike | str, content: str | bytes,
+               within: Optional[os.PathLike | str] = None) -> None:
+  """Writes `content` (text as UTF-8) to `path` whole (see the module docstring).
+
+  Raises:
+    LinkedPathError: `check_no_link` refuses the path.
+    OSError: the file cannot be written (nothing of it is left).
+  """
+  path = pathlib.Path(path)
+  check_no_link(path, within)
+  data = content.encode() if isinstance(content, str) else content
+  temporary = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
+  descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+  try:
+    with os.fdopen(descriptor, 'wb') as stream:
+      stream.write(data)
+    os.replace(temporary, path)
+  except BaseException:
+    temporary.unlink(missing_ok=True)
+    raise
+
+
+def write_figure(figure, path: os.PathLike | str, dpi: int,
+                 within: Optional[os.PathLike | str] = None) -> None:
+  """Writes a matplotlib figure as PNG through `write_file`."""
+  buffer = io.BytesIO()
+  figure.savefig(buffer, format='png', dpi=dpi)
+  write_file(path, buffer.getvalue(), within)
