@@ -88,13 +88,33 @@ def write_play(path: pathlib.Path) -> None:
   files.write_file(path, text)
 
 
+def _damage(name: str, source: str, path: pathlib.Path) -> str | None:
+  """Why a file that is there cannot be read as the tasks read it (a download cut short,
+  say), or None."""
+  try:
+    if source == 'text':
+      if not path.read_text():
+        return 'empty'
+    else:
+      data_sources.load_images(name, source, str(path))
+  except (data_sources.DataSourceError, OSError, UnicodeDecodeError) as e:
+    return binary.one_line(e)[:200]
+  return None
+
+
 def fetch(name: str, data_dir: pathlib.Path, overwrite: bool, log=print) -> list[pathlib.Path]:
   """Writes data set `name`'s files into `data_dir`; returns them."""
   files = {source: data_dir / file for (dataset, source), file in data_sources.DATA_FILES.items()
            if dataset == name}
   wanted = {s: p for s, p in files.items() if overwrite or not p.exists()}
   for source, path in files.items():
-    if source not in wanted:
+    if source in wanted:
+      continue
+    damage = _damage(name, source, path)
+    if damage:
+      log(f'{name}: {path} is there but damaged ({damage}); fetched again')
+      wanted[source] = path
+    else:
       log(f'{name}: {path} is there already, kept')
   if name in ('mnist', 'cifar10', 'cifar100') and wanted:
     arrays = _keras_arrays(name)

@@ -46,6 +46,15 @@ class GetDataTest(tf.test.TestCase):
       get_data.fetch('mnist', data_dir, overwrite=False, log=lines.append)
       loader.assert_not_called()
     self.assertIn('is there already, kept', lines[0])
+    # A file cut short (a download stopped) is fetched again, not kept.
+    path = data_dir / 'mnist.npz'
+    path.write_bytes(path.read_bytes()[:1000])
+    lines = []
+    with mock.patch.object(tf.keras.datasets.mnist, 'load_data', return_value=mnist):
+      get_data.fetch('mnist', data_dir, overwrite=False, log=lines.append)
+    self.assertIn('is there but damaged', lines[0])
+    self.assertAllEqual(data_sources.load_images('mnist', 'npz', str(path)).x_train[..., 0],
+                        mnist[0][0])
 
   def test_a_missing_file_names_the_command_that_fetches_it(self):
     with self.assertRaisesRegex(data_sources.DataSourceError,

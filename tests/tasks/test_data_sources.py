@@ -237,6 +237,12 @@ class ImageFolderSourceTest(tf.test.TestCase):
     self.assertLen(before.y_train, 3)
     self.assertLen(after.y_train, 2)
     self.assertNotEqual(after.fingerprint, before.fingerprint)
+    # A damaged cache entry is built again, not a refusal for good.
+    cache = data_sources._imagefolder_cache_path(root)  # pylint: disable=protected-access
+    cache.write_bytes(cache.read_bytes()[:100])
+    again = data_sources.load_images('cifar10', 'imagefolder', str(root))
+    self.assertEqual(again.fingerprint, after.fingerprint)
+    self.assertGreater(cache.stat().st_size, 100)
 
   def test_directory_and_tar_gz(self):
     root = pathlib.Path(self.get_temp_dir()) / 'images'

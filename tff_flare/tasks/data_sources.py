@@ -290,7 +290,10 @@ IMAGEFOLDER_SHUFFLE_SEED = 0
 def _load_imagefolder(path: pathlib.Path) -> ImageArrays:
   cache = _imagefolder_cache_path(path)
   if cache.exists():
-    return _load_npz(cache)
+    try:
+      return _load_npz(cache)
+    except DataSourceError:  # A damaged cache (a disk filled while writing it?): built again.
+      cache.unlink(missing_ok=True)
   if path.is_dir():
     arrays = _read_imagefolder(path)
   else:
