@@ -501,6 +501,10 @@ class SimulateResumeTest(tf.test.TestCase):
     self.assertEqual(summary['final_eval'], expected['final_eval'])
 
   def test_a_ctrl_c_that_tensorflow_swallows_still_stops_the_run(self):
+    # Python's own SIGINT handler, as in a terminal or a notebook (a shell's background job
+    # starts with SIGINT ignored, and then simulate leaves it so).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    self.addCleanup(signal.signal, signal.SIGINT, previous)
     output = pathlib.Path(self.get_temp_dir()) / 'interrupted'
     data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
 

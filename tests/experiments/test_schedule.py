@@ -110,6 +110,7 @@ class ScheduleTest(tf.test.TestCase):
     with self.assertRaisesRegex(files.LinkedPathError, 'README.md is a symbolic link'):
       report.write([figure], [], results, log=lines.append)
     self.assertEqual((outside / 'victim').read_text(), 'kept')
+    page.unlink()
     self.assertEqual(_repository_state(), before)
 
   def test_the_data_directory_fills_the_placeholder(self):
