@@ -157,21 +157,24 @@ class _WatchedRpc:
   def _result(self, future):
     """The call's response, or `WorkerUnavailableError` once the worker has been silent for
     more than `timeout_s` (gRPC errors of the call pass through)."""
-    every_s = min(_PROBE_EVERY_S, self._timeout_s)
+    # Waits and probes of a third of the timeout: a worker silent since a wait began is named
+    # about 1.3 timeouts later (a probe only after a whole timeout made it 3-4).
+    every_s = min(_PROBE_EVERY_S, self._timeout_s / 3)
     while True:
+      waited_from = time.monotonic()
       try:
         response = future.result(timeout=every_s)
         self._outage.pop('silent_since', None)
         return response
       except grpc.FutureTimeoutError:
         pass
-      asked = time.monotonic()
       if _answers(self._address, every_s):
         self._outage.pop('silent_since', None)
         continue
       # One silence clock per worker, shared by its calls in flight and the calls after them
-      # (each call's own clock made a frozen worker take 6-9 times the timeout to be named).
-      silent_since = self._outage.setdefault('silent_since', asked)
+      # (each call's own clock made a frozen worker take 6-9 times the timeout to be named),
+      # from the start of the wait the probe followed.
+      silent_since = self._outage.setdefault('silent_since', waited_from)
       if time.monotonic() - silent_since > self._timeout_s:
         future.cancel()
         death = self._death() if self._death is not None else None
