@@ -417,7 +417,8 @@ def execute(runs: Sequence[tuple[spec.Figure, spec.Run]], results: pathlib.Path,
         run_dir = results / figure.name / run.name
         _record_flags(run, run_dir)
         # Paths relative to where this runs, so that a run records no absolute path.
-        args = command(run, pathlib.Path(os.path.relpath(run_dir)), data_dir, execution_args,
+        args = command(run, pathlib.Path(os.path.relpath(run_dir)),
+                       os.path.relpath(data_dir) if data_dir else data_dir, execution_args,
                        until_round) + extra
         if core is not None and len(cores) > 1:
           args = ['taskset', '-c', str(core)] + args

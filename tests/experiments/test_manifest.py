@@ -1,6 +1,7 @@
 """Tests of `experiments.manifest`: the declarations hold together, `reproduce --dry_run` lists
 every run a figure shows, and the committed results page is the one its runs give."""
 
+import json
 import os
 import pathlib
 import subprocess
@@ -52,6 +53,26 @@ class ManifestTest(tf.test.TestCase):
                         line.endswith('# 0 of 300 rounds done') for line in lines))
     self.assertIn('initialization_cnn3/fixed_cnn_seed2', output.stdout)
     self.assertFalse(results.exists())  # A dry run writes nothing.
+
+  def test_no_committed_run_records_a_path_of_this_machine(self):
+    results = pathlib.Path(__file__).resolve().parents[2] / 'experiments' / 'results'
+
+    def paths(value):
+      if isinstance(value, str):
+        yield value
+      elif isinstance(value, dict):
+        for item in value.values():
+          yield from paths(item)
+      elif isinstance(value, list):
+        for item in value:
+          yield from paths(item)
+
+    checked = 0
+    for path in results.rglob('*.json'):
+      checked += 1
+      absolute = [v for v in paths(json.loads(path.read_text())) if v.startswith('/')]
+      self.assertEqual(absolute, [], str(path))
+    self.assertGreater(checked, 100)
 
   def test_the_committed_page_is_what_the_committed_runs_give(self):
     tracked = subprocess.run(['git', 'ls-files', str(schedule.RESULTS)], cwd=ROOT,
