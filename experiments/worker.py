@@ -29,7 +29,10 @@ def main(argv) -> None:
     command = workers.worker_command(_PORT.value, _MAX_CALLS.value)
   except ValueError as e:
     raise binary.BadInput(str(e)) from e
-  print(f'TFF worker serving on port {_PORT.value}: {" ".join(command)}', flush=True)
+  if workers.port_in_use(_PORT.value):
+    raise binary.BadInput(f'Port {_PORT.value} is in use on this machine (another worker or '
+                          'server listens there); choose another --port.')
+  print(f'Starting TFF worker on port {_PORT.value}: {" ".join(command)}', flush=True)
   os.execv(command[0], command)
 
 

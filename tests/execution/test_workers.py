@@ -2,6 +2,7 @@
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 
@@ -35,6 +36,22 @@ class WorkerCommandTest(tf.test.TestCase):
   def test_bad_port_is_a_clear_error(self):
     with self.assertRaisesRegex(ValueError, r'port must be in \[1, 65535\]'):
       worker.worker_command(0)
+
+
+  def test_a_port_another_server_holds_is_refused(self):
+    # gRPC listens with SO_REUSEPORT: a second worker would serve beside the first one.
+    with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as held:
+      held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+      held.bind(('::', 0))
+      held.listen()
+      port = held.getsockname()[1]
+      self.assertTrue(worker.port_in_use(port))
+      result = subprocess.run([sys.executable, '-m', 'experiments.worker', f'--port={port}'],
+                              capture_output=True, text=True, timeout=120)
+    self.assertEqual(result.returncode, 2, result.stderr)
+    self.assertRegex(result.stderr.strip().splitlines()[-1], r'^error: Port \d+ is in use on this machine')
+    self.assertNotIn('Starting', result.stdout)
+    self.assertFalse(worker.port_in_use(port))
 
 
 class LoopbackWorkersTest(tf.test.TestCase):

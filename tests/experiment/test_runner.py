@@ -527,8 +527,18 @@ class SimulateResumeTest(tf.test.TestCase):
   def test_inputs_refused_before_anything_is_written(self):
     output = pathlib.Path(self.get_temp_dir()) / 'never'
     data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
+    nan_x = np.full((8, 4), np.nan, np.float32)
+    nan_data = dict(data, c1=tiny_models.dataset_from_arrays(nan_x, np.zeros((8, 1), np.int32), 4))
+    inf_once = nan_x.copy()
+    inf_once[:] = 1.0
+    inf_once[5, 2] = np.inf
+    inf_data = dict(data, c2=tiny_models.dataset_from_arrays(inf_once, np.zeros((8, 1), np.int32),
+                                                            4))
     flare = self._process()
     for processes, client_data, settings, message in (
+        # Was: the run trained and said the model had diverged.
+        ({'flare': flare}, nan_data, {}, r"The data of 'c1' hold NaN or infinite values"),
+        ({'flare': flare}, inf_data, {}, r"The data of 'c2' hold NaN or infinite values"),
         ({'flare': flare}, data, dict(clients_per_round=0),
          r'clients_per_round \(0\) must be in \[1, 3\]'),
         ({'flare': flare}, {0: data['c0'], '0': data['c1']}, {},

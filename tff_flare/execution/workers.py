@@ -7,8 +7,10 @@ mode, tests, benchmarks), each with a parent-death signal (`cleanup.WorkerPopen`
 outlives the process that started it.
 """
 
+import errno
 import os
 import signal
+import socket
 import subprocess
 import time
 from typing import Optional
@@ -35,6 +37,32 @@ def worker_command(port: int, max_concurrent_computation_calls: int = -1) -> lis
     raise ValueError(f'port must be in [1, 65535], got {port}.')
   return [worker_binary_path(), f'--port={port}',
           f'--max_concurrent_computation_calls={max_concurrent_computation_calls}']
+
+
+def port_in_use(port: int) -> bool:
+  """Whether a socket on this machine holds `port` (TCP, any address).
+
+  TFF's worker (gRPC) binds with SO_REUSEPORT, so a second worker on a port another gRPC
+  server holds starts and serves beside it, and the kernel splits the connections between the
+  two. A bind without SO_REUSEPORT fails on such a port, which is what this tries.
+  """
+  for family, host in ((socket.AF_INET6, '::'), (socket.AF_INET, '0.0.0.0')):
+    try:
+      probe = socket.socket(family, socket.SOCK_STREAM)
+    except OSError:  # No IPv6 on this machine.
+      continue
+    with probe:
+      probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is free.
+      try:
+        probe.bind((host, port))
+        return False
+      except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+          return True
+        if family == socket.AF_INET6:
+          continue
+        raise
+  return False
 
 
 def wait_until_serving(address: str, timeout_s: float) -> bool:
@@ -78,6 +106,9 @@ class LoopbackWorkers:
     for i in indices:
       for attempt in range(_START_ATTEMPTS):
         if self._processes[i] is None or self._processes[i].poll() is not None:
+          if port_in_use(self._ports[i]):  # Taken since it was picked: another port.
+            self._ports[i] = portpicker.pick_unused_port()
+            self.addresses[i] = f'localhost:{self._ports[i]}'
           self._processes[i] = cleanup.WorkerPopen(worker_command(self._ports[i]),
                                                    stdout=subprocess.DEVNULL,
                                                    stderr=subprocess.DEVNULL)

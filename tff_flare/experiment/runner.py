@@ -478,6 +478,8 @@ def _check_processes(processes: Mapping[str, process_lib.AlgorithmProcess]) -> N
 def _fingerprint_datasets(named) -> Optional[str]:
   try:
     return data_sources.fingerprint_datasets(named)
+  except data_sources.DataSourceError as e:
+    raise config_lib.ConfigError(str(e)) from e
   except (tf.errors.OpError, TypeError, ValueError) as e:
     raise config_lib.ConfigError(f'The client or test data cannot be read: {e}'.splitlines()[0]
                                  ) from e

@@ -108,8 +108,14 @@ VARYING = 'varies'
 def fingerprint_datasets(named: Iterable[tuple[str, tf.data.Dataset]]) -> str:
   """A content hash (16 hex digits) of named datasets: each name, then every element's leaves
   (dtype, shape and bytes), in order; `VARYING` when the first nonempty one gives other
-  elements on a second pass (it is shuffled or randomly mapped: no resume can check it)."""
-  def update(digest, dataset: tf.data.Dataset) -> bool:
+  elements on a second pass (it is shuffled or randomly mapped: no resume can check it).
+
+  Every element is read once, so this is also where data a model cannot train on is found:
+
+  Raises:
+    DataSourceError: a floating-point value that is NaN or infinite (naming the dataset).
+  """
+  def update(digest, name: str, dataset: tf.data.Dataset) -> bool:
     seen = False
     for element in dataset.as_numpy_iterator():
       seen = True
@@ -117,26 +123,29 @@ def fingerprint_datasets(named: Iterable[tuple[str, tf.data.Dataset]]) -> str:
         leaf = np.asarray(leaf)
         if leaf.dtype == object:  # Strings.
           digest.update(repr(leaf.tolist()).encode())
-        else:
-          digest.update(f'{leaf.dtype.str}{leaf.shape}'.encode())
-          digest.update(np.ascontiguousarray(leaf).data)
+          continue
+        if np.issubdtype(leaf.dtype, np.inexact) and not np.all(np.isfinite(leaf)):
+          raise DataSourceError(
+              f'The data of {name!r} hold NaN or infinite values ({leaf.dtype} of shape '
+              f'{leaf.shape}): a model trained or evaluated on them is not a number.')
+        digest.update(f'{leaf.dtype.str}{leaf.shape}'.encode())
+        digest.update(np.ascontiguousarray(leaf).data)
     return seen
 
   digest = hashlib.blake2b(digest_size=8)
-  checked = False
+  checked = varying = False
   for name, dataset in named:
     digest.update(name.encode() + b'\0')
     if checked:
-      update(digest, dataset)
+      update(digest, name, dataset)
       continue
     first, again = hashlib.blake2b(digest_size=8), hashlib.blake2b(digest_size=8)
-    if update(first, dataset):
-      update(again, dataset)
-      if first.digest() != again.digest():
-        return VARYING
+    if update(first, name, dataset):
+      update(again, name, dataset)
+      varying = first.digest() != again.digest()
       checked = True
     digest.update(first.digest())
-  return digest.hexdigest()
+  return VARYING if varying else digest.hexdigest()
 
 
 def fingerprint(*parts: np.ndarray | bytes) -> str:
