@@ -35,6 +35,7 @@ from experiments import presets
 from experiments import schedule
 from experiments import spec
 from tff_flare.execution import cleanup
+from tff_flare.experiment import config as config_lib
 
 _OUTPUT_DIR = flags.DEFINE_string('output_dir', None, 'Grid directory.')
 flags.mark_flag_as_required('output_dir')
@@ -71,6 +72,9 @@ def cell_run(local: str, partition: str) -> spec.Run:
   """
   cell = config_flags.values(_CELL)
   values = dict(spec.partition_option(partition).flags)
+  defaults = config_lib.ExperimentConfig()
+  config_lib.check_partition(values['partition'], values.get('alpha', defaults.alpha),
+                             values.get('ratio', defaults.ratio))
   if local == 'minibatch':
     values.update(batch_size=cell['batch_size'], local_epochs=_MINIBATCH_EPOCHS.value,
                   learning_rate=cell['learning_rate'])

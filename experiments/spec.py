@@ -233,12 +233,16 @@ def partition_option(name: str) -> Option:
   """A partition by its short name, `iid`, `dir<alpha>` or `qskew<ratio>`, as an axis value.
 
   Raises:
-    ValueError: another name.
+    ValueError: another name, or a value that is no number.
   """
   if name == 'iid':
     return Option(name, dict(partition='iid'))
-  if name.startswith('dir'):
-    return Option(name, dict(partition='dirichlet', alpha=float(name[3:])))
-  if name.startswith('qskew'):
-    return Option(name, dict(partition='quantity_skew', ratio=float(name[5:])))
+  for prefix, partition, knob in (('dir', 'dirichlet', 'alpha'),
+                                  ('qskew', 'quantity_skew', 'ratio')):
+    if name.startswith(prefix):
+      try:
+        return Option(name, {'partition': partition, knob: float(name[len(prefix):])})
+      except ValueError:
+        raise ValueError(f'Partition {name!r}: {name[len(prefix):]!r} after {prefix!r} is not '
+                         'a number.') from None
   raise ValueError(f'Unknown partition {name!r}: use iid, dir<alpha> or qskew<ratio>.')

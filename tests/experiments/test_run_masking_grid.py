@@ -51,6 +51,16 @@ class MaskingGridTest(tf.test.TestCase):
         with self.assertRaisesRegex(ValueError, 'choose from mask_none'):
           run_masking_grid.cell_run('minibatch', 'iid')
 
+  def test_partition_values_are_checked_with_the_cells_before_any_run(self):
+    # Was: dir-1 parsed, and each cell's subprocess refused it after the grid had started.
+    for partition, message in (('dir-1', 'alpha must be > 0'), ('dir0', 'alpha must be > 0'),
+                               ('qskew0.5', r'ratio \(largest / smallest client\) must be >= 1'),
+                               ('dirinf', 'alpha must be a finite number'),
+                               ('dirnan', 'alpha must be a finite number'),
+                               ('dirx', "'x' after 'dir' is not a number")):
+      with self.assertRaisesRegex(ValueError, message):
+        run_masking_grid.cell_run('minibatch', partition)
+
   def test_rounds_below_one_are_refused(self):
     # Without the check every cell counted as finished ("No finished cell among none").
     for rounds in (0, -3):

@@ -154,6 +154,25 @@ def _check(condition: bool, message: str) -> None:
     raise ConfigError(message)
 
 
+def check_partition(partition: Optional[str], alpha: float, ratio: float) -> None:
+  """The partition settings' rules (a run's validation, and a grid's cells before any runs).
+
+  Raises:
+    ConfigError: an unknown partition, alpha not > 0, ratio below 1, or either not a number
+      float32 holds.
+  """
+  if partition is not None:
+    _check(partition in partitions.PARTITIONS,
+           f'Unknown partition {partition!r}; known: {", ".join(partitions.PARTITIONS)}.')
+  for name, value in (('alpha', alpha), ('ratio', ratio)):
+    try:
+      hyperparameters.check_representable(name, value)
+    except ValueError as e:
+      raise ConfigError(str(e)) from e
+  _check(alpha > 0, f'alpha must be > 0, got {alpha}.')
+  _check(ratio >= 1, f'ratio (largest / smallest client) must be >= 1, got {ratio}.')
+
+
 def _is_int(value) -> bool:
   return isinstance(value, int) and not isinstance(value, bool)
 
@@ -244,16 +263,12 @@ def _validate(config: ExperimentConfig) -> None:
     _check(config.learning_rate > 0, f'learning_rate must be > 0, got {config.learning_rate}.')
   if config.momentum is not None:
     _check(0 <= config.momentum < 1, f'momentum must be in [0, 1), got {config.momentum}.')
-  if config.partition is not None:
-    _check(config.partition in partitions.PARTITIONS,
-           f'Unknown partition {config.partition!r}; known: {", ".join(partitions.PARTITIONS)}.')
-  _check(config.alpha > 0, f'alpha must be > 0, got {config.alpha}.')
+  check_partition(config.partition, config.alpha, config.ratio)
   _check(config.eval_data in tasks.EVAL_DATA,
          f'Unknown eval_data {config.eval_data!r}; known: {", ".join(tasks.EVAL_DATA)}.')
   _check(config.text_evaluation in tasks.TEXT_EVALUATIONS,
          f'Unknown text_evaluation {config.text_evaluation!r}; known: '
          f'{", ".join(tasks.TEXT_EVALUATIONS)}.')
-  _check(config.ratio >= 1, f'ratio (largest / smallest client) must be >= 1, got {config.ratio}.')
   # An option the task would ignore is refused (the task table says what each takes).
   defaults = {f.name: f.default for f in dataclasses.fields(Settings)}
   tasks.check_options(config.task, {
