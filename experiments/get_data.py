@@ -25,7 +25,10 @@ names the loader).
 import io
 import os
 import pathlib
+import shutil
+import socket
 import tarfile
+import urllib.parse
 
 from absl import flags
 import numpy as np
@@ -74,17 +77,48 @@ def write_imagefolder(path: pathlib.Path, arrays, classes) -> None:
   files.write_file(path, buffer.getvalue())
 
 
+def check_reachable(loader: str, urls, timeout_s: float = 10.0) -> None:
+  """Refuses, within `timeout_s`, to start a loader whose download hosts cannot be reached.
+
+  TFDS retries a download it cannot make for minutes (211 s offline, measured) before it
+  fails; a connection to each host first says the same in seconds. Skipped behind a proxy
+  (`https_proxy` and the like), which the loaders use and a plain connection does not.
+
+  Raises:
+    binary.BadInput: a host that does not resolve or answer.
+  """
+  if any(os.environ.get(v) for v in ('https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY',
+                                       'all_proxy', 'ALL_PROXY')):
+    return
+  for host in sorted({urllib.parse.urlparse(url).hostname for url in urls} - {None}):
+    try:
+      socket.create_connection((host, 443), timeout=timeout_s).close()
+    except OSError as e:
+      raise binary.BadInput(f'{loader} needs the internet once, and {host} cannot be reached '
+                            f'({binary.one_line(e)[:120]}).') from e
+
+
 def write_play(path: pathlib.Path) -> None:
   """The whole of TFDS's `tiny_shakespeare` (its three splits are one text cut in three)."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  tfds_dir = path.parent / 'tfds'
+  made = not tfds_dir.exists()
+  loader = "tfds.load('tiny_shakespeare')"
   try:
+    builder = tfds.builder('tiny_shakespeare', data_dir=str(tfds_dir))
+    if not builder.is_prepared():
+      check_reachable(loader, builder.url_infos or ())
     splits = tfds.load('tiny_shakespeare', split=['train', 'validation', 'test'],
-                       data_dir=str(path.parent / 'tfds'))
+                       data_dir=str(tfds_dir))
+    text = ''.join(example['text'].decode() for split in splits
+                   for example in tfds.as_numpy(split))
   except Exception as e:  # pylint: disable=broad-except
-    raise binary.BadInput(f"tfds.load('tiny_shakespeare') failed ({type(e).__name__}: "
+    if made:  # What a failed download leaves (its temporary and incomplete folders).
+      shutil.rmtree(tfds_dir, ignore_errors=True)
+    if isinstance(e, binary.BadInput):
+      raise
+    raise binary.BadInput(f'{loader} failed ({type(e).__name__}: '
                           f'{binary.one_line(e)[:200]}); it needs the internet once.') from e
-  text = ''.join(example['text'].decode() for split in splits
-                 for example in tfds.as_numpy(split))
   files.write_file(path, text)
 
 

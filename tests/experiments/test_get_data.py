@@ -1,13 +1,16 @@
 """Tests of `experiments.get_data`: the files it writes are the ones the tasks read (the real
 loaders stand in for small arrays here: tests never download)."""
 
+import os
 import pathlib
+import socket
 import tempfile
 from unittest import mock
 
 import numpy as np
 import tensorflow as tf
 
+from experiments import binary
 from experiments import get_data
 from tff_flare.tasks import data_sources
 from tff_flare.tasks import registry as tasks
@@ -61,6 +64,30 @@ class GetDataTest(tf.test.TestCase):
                                 r'nowhere/mnist.npz does not exist \(`python -m '
                                 r'experiments.get_data'):
       data_sources.load_images('mnist', 'npz', data_dir='nowhere')
+
+  def test_an_unreachable_download_host_is_one_line_at_once_and_leaves_nothing(self):
+    # Offline, TFDS retried its download for 211 s and left tfds/ with temporary files.
+    import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+    folder = pathlib.Path(tempfile.mkdtemp())
+    self.addCleanup(os.rmdir, folder)
+    unreachable = socket.gaierror(-2, 'Name or service not known')
+    with mock.patch.dict(os.environ, {}, clear=False), \
+         mock.patch.object(socket, 'create_connection', side_effect=unreachable), \
+         mock.patch.object(tfds, 'load') as load:
+      for proxy in ('https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY', 'all_proxy',
+                    'ALL_PROXY'):
+        os.environ.pop(proxy, None)
+      with self.assertRaisesRegex(binary.BadInput,
+                                  r"tfds.load\('tiny_shakespeare'\) needs the internet once, "
+                                  r'and raw.githubusercontent.com cannot be reached'):
+        get_data.write_play(folder / 'tinyshakespeare.txt')
+      load.assert_not_called()
+    self.assertEqual(list(folder.iterdir()), [])
+    # Behind a proxy the loaders connect through it: no direct check.
+    with mock.patch.dict(os.environ, {'https_proxy': 'http://proxy:3128'}), \
+         mock.patch.object(socket, 'create_connection', side_effect=unreachable) as connect:
+      get_data.check_reachable('loader', ['https://example.invalid/file'])
+      connect.assert_not_called()
 
 
 if __name__ == '__main__':
