@@ -3,8 +3,9 @@
   import tff_flare
   processes = {'flare': tff_flare.build_flare(model_fn, client_optimizer=sgd, keep_percent=1.0),
                'fedavg': tff_flare.build_fedavg(model_fn, client_optimizer=sgd)}
-  summary = tff_flare.simulate(processes, client_data, test_data=test, rounds=20,
-                               clients_per_round=5, output_dir='runs/mine')
+  result = tff_flare.simulate(processes, client_data, test_data=test, rounds=20,
+                              clients_per_round=5, output_dir='runs/mine')
+  result.summary['final_eval'], result.model_weights['flare']
 
 The builders take a `model_fn` returning a `tff.learning.models.VariableModel`, as
 `tff.learning.algorithms` does; `simulate` runs their processes side by side on one's own
@@ -32,6 +33,7 @@ from tff_flare.algorithms import masking as _masking
 from tff_flare.algorithms import qsgd as _qsgd
 from tff_flare.algorithms import tff_baselines as _tff_baselines
 from tff_flare.execution import cleanup as _cleanup
+from tff_flare.experiment.runner import SimulationResult
 from tff_flare.experiment.runner import simulate
 
 

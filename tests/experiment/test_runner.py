@@ -449,12 +449,12 @@ class SimulateResumeTest(tf.test.TestCase):
 
   def _simulate(self, output, processes, data, rounds, test_seed=9, log=None, **settings):
     lines = []
-    summary = runner.simulate(
+    result = runner.simulate(
         processes, data, output_dir=str(output), rounds=rounds, checkpoint_every=1,
         eval_every=1, test_data=tiny_models.classification_dataset(test_seed),
         client_threads=1, log=log or lines.append,
         **dict(dict(clients_per_round=2, seed=3), **settings))
-    return summary, lines
+    return result, lines
 
   def test_a_resume_that_would_change_the_results_is_refused(self):
     output = pathlib.Path(self.get_temp_dir()) / 'refused'
@@ -496,9 +496,39 @@ class SimulateResumeTest(tf.test.TestCase):
     pieces = pathlib.Path(self.get_temp_dir()) / 'pieces'
     self._simulate(pieces, {'flare': self._process()}, data, 1)
     reversed_data = dict(reversed(list(data.items())))
-    summary, lines = self._simulate(pieces, {'flare': self._process()}, reversed_data, 3)
+    resumed, lines = self._simulate(pieces, {'flare': self._process()}, reversed_data, 3)
     self.assertTrue(any('another order' in line for line in lines))
-    self.assertEqual(summary['final_eval'], expected['final_eval'])
+    self.assertEqual(resumed.summary['final_eval'], expected.summary['final_eval'])
+    # The returned model is the run's: equal to the uninterrupted run's, array for array.
+    for got, want in zip(resumed.model_weights['flare'].trainable,
+                         expected.model_weights['flare'].trainable):
+      self.assertIsInstance(got, np.ndarray)
+      np.testing.assert_array_equal(got, want)
+
+  def test_the_result_holds_each_process_model(self):
+    data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
+    output = pathlib.Path(self.get_temp_dir()) / 'result'
+    flare = self._process()
+    result, _ = self._simulate(output, {'flare': flare, 'ec': self._process(builder='build_ec')},
+                               data, 2)
+    self.assertEqual(set(result.model_weights), {'flare', 'ec'})
+    self.assertFalse(np.array_equal(result.model_weights['flare'].trainable[0],
+                                    result.model_weights['ec'].trainable[0]))
+    # The weights go into a Keras model built as the model_fn builds it, and it predicts
+    # what the final evaluation measured.
+    keras_model = tf.keras.Sequential([tf.keras.layers.Input((4,)), tf.keras.layers.Dense(3)])
+    result.model_weights['flare'].assign_weights_to(keras_model)
+    test = tiny_models.classification_dataset(9)
+    x = np.concatenate([b['x'] for b in test.as_numpy_iterator()])
+    y = np.concatenate([b['y'] for b in test.as_numpy_iterator()]).ravel()
+    accuracy = np.mean(np.argmax(keras_model.predict(x, verbose=0), axis=1) == y)
+    self.assertAllClose(accuracy, result.summary['final_eval']['flare']['accuracy'])
+    # Run again on a finished run: the same model, nothing trained.
+    again, _ = self._simulate(output, {'flare': self._process(),
+                                       'ec': self._process(builder='build_ec')}, data, 2)
+    for got, want in zip(again.model_weights['ec'].trainable,
+                         result.model_weights['ec'].trainable):
+      np.testing.assert_array_equal(got, want)
 
   def test_a_ctrl_c_that_tensorflow_swallows_still_stops_the_run(self):
     # Python's own SIGINT handler, as in a terminal or a notebook (a shell's background job
@@ -520,8 +550,8 @@ class SimulateResumeTest(tf.test.TestCase):
       self._simulate(output, {'flare': self._process()}, data, 4, log=log)
     self.assertIs(signal.getsignal(signal.SIGINT), signal.default_int_handler)
     self.assertEqual(checkpoints_rounds(output), [1])
-    summary, lines = self._simulate(output, {'flare': self._process()}, data, 4)
-    self.assertEqual(summary['rounds'], 4)
+    result, lines = self._simulate(output, {'flare': self._process()}, data, 4)
+    self.assertEqual(result.summary['rounds'], 4)
     self.assertTrue(any('Resuming from the checkpoint after round 0' in l for l in lines))
 
   def test_inputs_refused_before_anything_is_written(self):

@@ -346,15 +346,33 @@ def _run_experiment(config: config_lib.ExperimentConfig, log) -> dict:
                           evaluation.build_evaluate_fn(task.model_fn, task.test_data), config,
                           dict(task_hparams={k: v for k, v in task.hparams.items()
                                              if not callable(v)}, data=task.data_fingerprint),
-                          log)
+                          log).summary
 
 
 ClientData = Union[tff.simulation.datasets.ClientData, Mapping[str, tf.data.Dataset]]
 
 
+@dataclasses.dataclass(frozen=True)
+class SimulationResult:
+  """What `simulate` returns: the run's summary and each process's global model after its
+  last round (also after a resume, or when every round was run already).
+
+  Attributes:
+    summary: the summary written to `summary.json`: `final_eval` (`{name: {'accuracy': ...,
+      'loss': ...}}` or None without test data), the settings, the timings, the memory.
+    model_weights: `{name: tff.learning.models.ModelWeights}` of numpy arrays, each process's
+      global model; `weights.assign_weights_to(keras_model)` puts it into a Keras model built
+      as the `model_fn` builds it. The server states (optimizer, aggregator) and the clients'
+      states are in the run's checkpoints (`output_dir`).
+  """
+
+  summary: dict
+  model_weights: dict
+
+
 def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: ClientData, *,
              output_dir: str, test_data: Optional[tf.data.Dataset] = None,
-             log: Callable[[str], object] = print, **settings) -> dict:
+             log: Callable[[str], object] = print, **settings) -> SimulationResult:
   """Runs (or resumes) `processes` side by side on `train_data`, as the binaries' runs do.
 
   The same loop, hooks and files as `run_experiment` (metrics.csv, tensorboard/,
@@ -363,8 +381,10 @@ def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: 
 
     processes = {'flare': tff_flare.build_flare(model_fn, client_optimizer=sgd),
                  'fedavg': tff_flare.build_fedavg(model_fn, client_optimizer=sgd)}
-    summary = tff_flare.simulate(processes, client_data, test_data=test, rounds=20,
-                                 clients_per_round=5, output_dir='runs/mine')
+    result = tff_flare.simulate(processes, client_data, test_data=test, rounds=20,
+                                clients_per_round=5, output_dir='runs/mine')
+    result.summary['final_eval']['flare']                  # {'accuracy': ..., 'loss': ...}
+    result.model_weights['flare'].assign_weights_to(keras_model)
 
   Args:
     processes: `{name: process}` of this project's builders (`tff_flare.build_*`,
@@ -386,7 +406,8 @@ def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: 
   same clients in another order resume in the recorded order (states follow the ids).
 
   Returns:
-    The summary (also `summary.json`): `final_eval` per algorithm, the settings, timings.
+    A `SimulationResult`: the summary (also `summary.json`) and each process's final model
+    weights.
 
   Raises:
     config_lib.ConfigError: a bad setting or input (client ids that are not strings, a process
@@ -428,7 +449,8 @@ def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: 
     return _simulate_checked(processes, client_ids, datasets, dataset_of, run, test_data, log)
 
 
-def _simulate_checked(processes, client_ids, datasets, dataset_of, run, test_data, log) -> dict:
+def _simulate_checked(processes, client_ids, datasets, dataset_of, run, test_data,
+                      log) -> SimulationResult:
   """`simulate` after its inputs are checked: the directory, the facts it records, the run."""
   output_dir = run.output_dir
   config_lib.check_writable(output_dir)
@@ -507,9 +529,10 @@ def _check_memory(processes: dict, population: int, settings: config_lib.RunSett
 
 def _run_processes(processes: dict, client_datasets, client_ids: list[str], evaluate,
                    settings: config_lib.RunSettings, facts: dict, log,
-                   interrupted: Optional[threading.Event] = None) -> dict:
+                   interrupted: Optional[threading.Event] = None) -> SimulationResult:
   """The one run of processes: checks the directory, records the settings (`facts` beside
-  them), runs the loop with its hooks, writes the summary; stops between rounds once
+  them), runs the loop with its hooks, writes the summary (returned with the runs' final
+  models and states); stops between rounds once
   `interrupted` is set (`cleanup.noting_interrupts`)."""
   output = pathlib.Path(settings.output_dir)
   checkpoint_rounds = checkpoints_lib.saved_rounds(output / 'checkpoints')
@@ -586,4 +609,7 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
                   peak_gib=round(peak.peak_bytes() / memory.GIB, 3),
                   floor_gib=round(estimate.floor / memory.GIB, 3)))
   files.write_file(output / SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
-  return summary
+  return SimulationResult(
+      summary=summary,
+      model_weights={run.name: tf.nest.map_structure(np.asarray, run.model_weights())
+                     for run in runs})
