@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install kernels demo test benchmark worker clean bazel-test
+.PHONY: install kernels demo lint test benchmark worker clean bazel-test
 
 PORT ?= 8000
 
@@ -40,7 +40,11 @@ demo: install
 
 # One pytest worker per CPU (pytest-xdist; worksteal balances the long tests).
 TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
-test: install
+# The linter (pyproject.toml's [tool.ruff]): seconds; the tests run after it passes.
+lint: install
+	$(BIN)/ruff check .
+
+test: lint
 	$(BIN)/python -m pytest -q -rs -n $(TEST_WORKERS) --dist=worksteal tests $(PYTEST_ARGS)
 
 benchmark: install

@@ -287,7 +287,7 @@ def round_seconds(mode: str, processes, task, initial, bare_client, rounds: int
     for round_num in range(rounds + 1):
       for run in runs:
         bare_seconds = _seconds(bare_client)
-        round_time = _seconds(lambda: run.run_round(ids, task.client_datasets(ids, round_num)))
+        round_time = _seconds(lambda: run.run_round(ids, task.client_datasets(ids, round_num)))  # noqa: B023
         if round_num:
           seconds[run.name].append(round_time)
           bare[run.name].append(len(ids) * bare_seconds)

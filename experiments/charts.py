@@ -319,7 +319,7 @@ def masking_rows(cell_dir: pathlib.Path) -> list[dict]:
   summary = runs_lib.summary(cell_dir)
   table = []
   for name in summary['config']['algorithms']:
-    column = lambda c: [v for _, v in runs_lib.rows_of(cell_dir, name, c)]
+    column = lambda c: [v for _, v in runs_lib.rows_of(cell_dir, name, c)]  # noqa: B023 (used in this iteration)
     survival = column('train/aggregator/survival/survival')
     normalized = column('train/aggregator/survival/survival_normalized')
     half = len(survival) // 2

@@ -146,11 +146,11 @@ def simulate(algorithm: str, initial, clients, participation, *, learning_rate, 
         masks = [percentile_mask(a, 50.0) for a in state]
         targets = [s + a for s, a in zip(server, state)]
         delta = local_delta(server, batches, penalized_steps=reg_steps, restart=True,
-                            penalty=lambda w: [tau_r * m * np.sign(wi - t) for wi, m, t in  # pylint: disable=cell-var-from-loop
-                                               zip(w, masks, targets)], **common)
+                            penalty=lambda w: [tau_r * m * np.sign(wi - t) for wi, m, t in  # noqa: B023 (called in this iteration)
+                                               zip(w, masks, targets)], **common)  # noqa: B023
       elif algorithm == 'ec_fedprox':
-        delta = local_delta(server, batches, penalty=lambda w: [  # pylint: disable=cell-var-from-loop
-            2.0 * tau_r * (wi - s) for wi, s in zip(w, server)], **common)
+        delta = local_delta(server, batches, penalty=lambda w: [  # noqa: B023 (called in this iteration)
+            2.0 * tau_r * (wi - s) for wi, s in zip(w, server)], **common)  # noqa: B023
       else:
         delta = local_delta(server, batches, **common)
       if algorithm in ('ec', 'ec_fedprox', 'flare', 'ec_ffl'):

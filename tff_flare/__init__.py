@@ -33,8 +33,17 @@ from tff_flare.algorithms import masking as _masking
 from tff_flare.algorithms import qsgd as _qsgd
 from tff_flare.algorithms import tff_baselines as _tff_baselines
 from tff_flare.execution import cleanup as _cleanup
+from tff_flare.algorithms.process import AlgorithmProcess
+from tff_flare.algorithms.registry import Hyperparameters
+from tff_flare.experiment.config import ConfigError
 from tff_flare.experiment.runner import SimulationResult
 from tff_flare.experiment.runner import simulate
+
+__all__ = [
+    'AlgorithmProcess', 'ConfigError', 'Hyperparameters', 'SimulationResult', 'build_ec',
+    'build_ec_fedprox', 'build_ec_ffl', 'build_ef21', 'build_fedavg', 'build_flare',
+    'build_masked_fedavg', 'build_qsgd_ef', 'build_tff_fedavg', 'build_tff_fedprox', 'simulate',
+]
 
 
 def _stopping_workers_at_exit(build):

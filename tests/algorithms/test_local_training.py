@@ -158,16 +158,16 @@ class SameAsTheLoopInsideTfDataTest(tf.test.TestCase, parameterized.TestCase):
       if initial is None:  # Both start from the first model's weights (FC is unseeded).
         initial = tf.nest.map_structure(tf.convert_to_tensor,
                                         tff.learning.models.ModelWeights.from_model(model))
-      pull = lambda w: [0.01 * tf.sign(v) for v in w]  # pylint: disable=cell-var-from-loop
+      pull = lambda w: [0.01 * tf.sign(v) for v in w]  # noqa: B023 (called in this iteration)
 
       @tf.function
       def run(dataset):
-        if train == 'tensors':  # pylint: disable=cell-var-from-loop
-          result = local_training.train_locally(  # pylint: disable=cell-var-from-loop
-              model, optimizer, initial, dataset, penalty_gradient_fn=pull,
+        if train == 'tensors':  # noqa: B023 (called in this iteration)
+          result = local_training.train_locally(  # noqa: B023 (called in this iteration)
+              model, optimizer, initial, dataset, penalty_gradient_fn=pull,  # noqa: B023
               penalized_steps=2, restart_optimizer_after_penalty=True)
           return result.trainable_weights, result.num_examples, result.num_steps
-        return _train_in_reduce(model, optimizer, initial, dataset, pull, 2, True)  # pylint: disable=cell-var-from-loop
+        return _train_in_reduce(model, optimizer, initial, dataset, pull, 2, True)  # noqa: B023 (called in this iteration)
 
       results.append(run(make_dataset()))
     (weights, examples, steps), (expected_weights, expected_examples, expected_steps) = results

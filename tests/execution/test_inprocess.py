@@ -113,7 +113,7 @@ class SameRoundsAsTffTest(tf.test.TestCase):
                              msg=name)
         self.assertEqual(int(ours.metrics['client_work']['train']['num_batches']), 3)
         runs[name][2:] = [theirs.state, ours.state, theirs.client_states, ours.client_states]
-    for process, local, *_ in runs.values():
+    for _, local, *_ in runs.values():
       local.close()
 
 
@@ -135,7 +135,7 @@ class StreamedRoundTest(tf.test.TestCase):
       self.assertAllEqual(summed.total['a'], tf.add_n([v['a'] for v in values]), msg=str(count))
       self.assertEqual(int(summed.total['n']), count)
     with self.assertRaisesRegex(ValueError, 'Fewer'):
-      inprocess.ClientOrderSum(3).total  # pylint: disable=expression-not-assigned
+      _ = inprocess.ClientOrderSum(3).total
 
   def test_a_sink_gets_every_state_and_few_clients_wait(self):
     process = tiny_models.tiny_process('flare')

@@ -141,7 +141,7 @@ class InitialModelTest(tf.test.TestCase):
     # for "kernel i with seed i" (docs/faithfulness.md Q6): their draw is not ours.
     for kernel_seeds, loss, accuracy in (('shared', 2.3013, 0.1011),
                                          ('per_layer', 2.30266, None)):
-      model_fn = models.tff_model_fn(lambda: models.mnist_cnn(kernel_seeds),  # pylint: disable=cell-var-from-loop
+      model_fn = models.tff_model_fn(lambda: models.mnist_cnn(kernel_seeds),  # noqa: B023 (called in this iteration)
                                      (28, 28, 1))
       model = model_fn()
       result = evaluation.build_evaluate_fn(model_fn, test)(

@@ -280,7 +280,7 @@ def _record_config(config: config_lib.RunSettings, log, facts: Optional[dict] = 
       record = json.loads(path.read_text())
     except (OSError, ValueError) as e:
       raise config_lib.ConfigError(f'{path} cannot be read ({e}); it records the run of this '
-                                   'directory. Restore it, or use another --output_dir.')
+                                   'directory. Restore it, or use another --output_dir.') from e
   facts = {k: v for k, v in (facts or {}).items() if k in _RECORDED_FACTS}
   if record is None:
     record = dict(config=config_lib.as_dict(config), changes=[], **facts)

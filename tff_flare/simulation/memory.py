@@ -31,11 +31,10 @@ The constants are fitted to the peaks `python -m benchmarks.memory` measures
 """
 
 import dataclasses
-import os
 import pathlib
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Optional
 
 import numpy as np
