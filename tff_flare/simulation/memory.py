@@ -21,7 +21,8 @@ The estimate's terms (bytes; `M` a model's trainable weights, `S` a client's sta
   round      the largest algorithm's round: each thread's client at work (`WORKING_MODELS`
              model-sized tensors, more with a client state, and a step's `ACTIVATIONS`), and
              up to threads + 1 finished clients' message and new state waiting to be added,
-             and the sum;
+             and the sum; and what TensorFlow's allocator keeps of the other in-process
+             algorithms' rounds (`KEPT_MODELS_PER_ALGORITHM` models each);
   TFF        an algorithm on TFF's runtime (TFF's own FedAvg): the `worker_binary`'s copies
              of the model for every client of the round (`TFF_MODELS_PER_CLIENT`): TFF's
              runtime holds a round's clients at once, whatever its concurrency or subrounds.
@@ -53,6 +54,12 @@ WORKING_MODELS_WITH_STATE = 4.0
 ACTIVATIONS = int(0.2 * GIB)
 # Model-sized values TFF's worker holds per client of a round (fitted).
 TFF_MODELS_PER_CLIENT = 4.0
+# TensorFlow's CPU allocator (BFC, which the programs opt in to: `experiments/__init__.py`)
+# keeps the memory of a round for good, and the next algorithms' rounds of a run, whose
+# tensors come in other sizes, add to it rather than reuse all of it: model-sized tensors kept
+# per algorithm after the first (fitted on the FC, one round, states on disk: 1 algorithm
+# 4.55 GiB, 3 algorithms 5.67, 5 algorithms 6.37, about 3.4-4.1 models each).
+KEPT_MODELS_PER_ALGORITHM = 4.0
 # TFF's worker at rest: the runtime and its compiled computations (fitted).
 TFF_WORKER_BASE = int(0.7 * GIB)
 # What a refusal says (`plan`): a scheduler of runs (`reproduce`) recognizes it.
@@ -161,6 +168,9 @@ def estimate_run(sizes: Mapping[str, ProcessSizes], *, clients_with_state: int,
       WORKING_MODELS_WITH_STATE if s.client_state else WORKING_MODELS)) +
                      (threads + 1) * (s.model + s.client_state) + s.model
                      for s in here] + [0])
+  if here:  # What the allocator keeps of the rounds of the algorithms after the largest.
+    round_bytes += KEPT_MODELS_PER_ALGORITHM * (sum(s.model for s in here) -
+                                                max(s.model for s in here))
   tff_bytes = 0
   if on_tff and execution != 'remote':
     # TFF's runtime holds every client's values of a round at once: neither its concurrency
