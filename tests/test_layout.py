@@ -8,6 +8,7 @@
 import ast
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 
@@ -84,10 +85,13 @@ class InertImportTest(tf.test.TestCase):
   def test_importing_every_library_module_changes_nothing(self):
     modules = _library_modules()
     self.assertIn('tff_flare.execution.cleanup', modules)
+    # The check starts as a terminal's program does, with SIGINT at its default (a shell's
+    # background job starts with it ignored, and then Python installs no handler of its own).
     result = subprocess.run(
         [sys.executable, '-c', _INERT_CHECK] + modules, capture_output=True, text=True,
         timeout=300, check=False, cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL='3'))
+        env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL='3'),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     self.assertIn(f'INERT {len(modules)}', result.stdout, result.stderr[-3000:])
 
 
