@@ -36,6 +36,9 @@ _THREADS = flags.DEFINE_integer('client_threads', 2, 'Client threads of each run
                                 lower_bound=1)
 _DATA_DIR = flags.DEFINE_string('data_dir', 'data', 'The data directory (--data_dir of runs).')
 _SOURCE = flags.DEFINE_string('source', 'npz', 'The data source of the image tasks.')
+_NUM_CLIENTS = flags.DEFINE_integer(
+    'num_clients', None, 'Clients of each run (default: the task\'s; the offline Shakespeare '
+    'play has 2 roles with enough lines).', lower_bound=1)
 
 
 def _cell(task: str, algorithm: str, storage: str, directory: str) -> dict:
@@ -47,6 +50,8 @@ def _cell(task: str, algorithm: str, storage: str, directory: str) -> dict:
              f'--output_dir={output}']
   if task != 'shakespeare_gru':
     command.append(f'--source={_SOURCE.value}')
+  if _NUM_CLIENTS.value is not None:
+    command.append(f'--num_clients={_NUM_CLIENTS.value}')
   result = subprocess.run(command, capture_output=True, text=True, check=False,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
   if result.returncode != 0:

@@ -157,8 +157,9 @@ class _WatchedRpc:
   def _result(self, future):
     """The call's response, or `WorkerUnavailableError` once the worker has been silent for
     more than `timeout_s` (gRPC errors of the call pass through)."""
-    # Waits and probes of a third of the timeout: a worker silent since a wait began is named
-    # about 1.3 timeouts later (a probe only after a whole timeout made it 3-4).
+    # Waits and probes of at most 2 s (a third of a short timeout): a worker silent since a
+    # wait began is named at most two waits and a probe after the timeout (a probe only after
+    # a whole timeout made it 3-4 timeouts; waits of a third of it, 1.3-2).
     every_s = min(_PROBE_EVERY_S, self._timeout_s / 3)
     while True:
       waited_from = time.monotonic()
@@ -186,8 +187,9 @@ class _WatchedRpc:
             if death is None else f"TFF's local worker {death} during a round.")
 
 
-# How often a worker with a call in flight is asked whether it answers (seconds).
-_PROBE_EVERY_S = 10.0
+# How often a worker with a call in flight is asked whether it answers (seconds): a fresh
+# connection's handshake, cheap beside a round's calls.
+_PROBE_EVERY_S = 2.0
 
 
 def _answers(address: str, timeout_s: float) -> bool:
