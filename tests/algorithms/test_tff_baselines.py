@@ -27,6 +27,27 @@ class TffBaselinesTest(tf.test.TestCase):
       self.assertAllClose(o, p, rtol=1e-6, atol=1e-7)
     self.assertNotAllClose(ours[0], prox[0])
 
+  def test_client_weighting_by_examples_equals_our_fedavg_so_weighted(self):
+    # Was a raw TypeError (the builders took no client_weighting).
+    model_fn = tiny_models.softmax_model_fn()
+    optimizer = tff.learning.optimizers.build_sgdm(0.3)
+    by_examples = tff.learning.ClientWeighting.NUM_EXAMPLES
+    datasets = [tiny_models.classification_dataset(s, num_examples=n, batch_size=4)
+                for s, n in ((0, 4), (1, 12))]  # Unequal clients: the weighting matters.
+    ours = _weights_after(fedavg.build_fedavg(model_fn, client_optimizer=optimizer,
+                                              client_weighting=by_examples), datasets)
+    theirs = _weights_after(tff_baselines.build_tff_fedavg(
+        model_fn, client_optimizer=optimizer, client_weighting=by_examples), datasets)
+    prox0 = _weights_after(tff_baselines.build_tff_fedprox(
+        model_fn, client_optimizer=optimizer, proximal_strength=0.0,
+        client_weighting=by_examples), datasets)
+    uniform = _weights_after(tff_baselines.build_tff_fedavg(
+        model_fn, client_optimizer=optimizer), datasets)
+    for o, t, p in zip(ours, theirs, prox0):
+      self.assertAllClose(o, t, rtol=1e-6, atol=1e-7)
+      self.assertAllClose(o, p, rtol=1e-6, atol=1e-7)
+    self.assertNotAllClose(ours[0], uniform[0])
+
   def test_metrics_have_the_common_parts(self):
     model_fn = tiny_models.softmax_model_fn()
     process = tff_baselines.build_tff_fedavg(

@@ -13,6 +13,7 @@ from unittest import mock
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_federated as tff
 
 from tests import tiny_models
 from tff_flare.experiment import config as config_lib
@@ -577,6 +578,14 @@ class SimulateResumeTest(tf.test.TestCase):
         ({'': flare}, data, {}, "Process name '' must be"),
         ({'a/b': flare}, data, {}, "Process name 'a/b' must be"),
         ({5: flare}, data, {}, 'Process name 5 must be'),
+        ({}, data, {}, r'processes must map names to processes of this project .*got dict '
+         r'\(empty\)'),
+        ([flare], data, {}, 'processes must map names .*got list'),
+        ({'fedavg': tff.learning.algorithms.build_unweighted_fed_avg(
+            tiny_models.SOFTMAX_MODEL_FN,
+            client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1))}, data, {},
+         r"processes\['fedavg'\] is a .*LearningProcess, not a process of this project .*"
+         r'tff_flare.build_tff_fedavg'),
         ({'flare': flare, 'ec': self._process(
             builder='build_ec', model_fn=tiny_models.softmax_model_fn(num_classes=5))},
          data, {}, "Processes 'flare' and 'ec' are of different models")):

@@ -40,26 +40,43 @@ class TffFedProxParams:
 
 @process_lib.records_build
 def build_tff_fedavg(model_fn: model_facts.ModelFn, *,
-                     client_optimizer: tff.learning.optimizers.Optimizer
+                     client_optimizer: tff.learning.optimizers.Optimizer,
+                     client_weighting: tff.learning.ClientWeighting = (
+                         tff.learning.ClientWeighting.UNIFORM)
                      ) -> process_lib.AlgorithmProcess:
-  """`tff.learning.algorithms.build_unweighted_fed_avg` with server SGD(lr=1)."""
-  return _adapt(tff.learning.algorithms.build_unweighted_fed_avg(
-      model_fn, client_optimizer_fn=client_optimizer,
-      server_optimizer_fn=round_functions.default_server_optimizer()), model_fn)
+  """`tff.learning.algorithms.build_unweighted_fed_avg` with server SGD(lr=1); with another
+  `client_weighting` (`NUM_EXAMPLES`, or a function of the client's metrics),
+  `build_weighted_fed_avg` with it."""
+  server = round_functions.default_server_optimizer()
+  if client_weighting == tff.learning.ClientWeighting.UNIFORM:
+    return _adapt(tff.learning.algorithms.build_unweighted_fed_avg(
+        model_fn, client_optimizer_fn=client_optimizer, server_optimizer_fn=server), model_fn)
+  return _adapt(tff.learning.algorithms.build_weighted_fed_avg(
+      model_fn, client_optimizer_fn=client_optimizer, server_optimizer_fn=server,
+      client_weighting=client_weighting), model_fn)
 
 
 @process_lib.records_build
 def build_tff_fedprox(model_fn: model_facts.ModelFn, *,
                       client_optimizer: tff.learning.optimizers.Optimizer,
-                      proximal_strength: float) -> process_lib.AlgorithmProcess:
-  """`tff.learning.algorithms.build_unweighted_fed_prox` with server SGD(lr=1).
+                      proximal_strength: float,
+                      client_weighting: tff.learning.ClientWeighting = (
+                          tff.learning.ClientWeighting.UNIFORM)
+                      ) -> process_lib.AlgorithmProcess:
+  """`tff.learning.algorithms.build_unweighted_fed_prox` with server SGD(lr=1) (another
+  `client_weighting`: `build_weighted_fed_prox` with it).
 
   TFF's term is `proximal_strength / 2 * ||w - s||^2` with a constant strength, unlike the
   authors' "FedProx" (no 1/2, a decaying tau, plus error-corrected top-k; see `ec`).
   """
-  return _adapt(tff.learning.algorithms.build_unweighted_fed_prox(
+  server = round_functions.default_server_optimizer()
+  if client_weighting == tff.learning.ClientWeighting.UNIFORM:
+    return _adapt(tff.learning.algorithms.build_unweighted_fed_prox(
+        model_fn, proximal_strength=proximal_strength, client_optimizer_fn=client_optimizer,
+        server_optimizer_fn=server), model_fn)
+  return _adapt(tff.learning.algorithms.build_weighted_fed_prox(
       model_fn, proximal_strength=proximal_strength, client_optimizer_fn=client_optimizer,
-      server_optimizer_fn=round_functions.default_server_optimizer()), model_fn)
+      server_optimizer_fn=server, client_weighting=client_weighting), model_fn)
 
 
 def _adapt(process: tff.learning.templates.LearningProcess,

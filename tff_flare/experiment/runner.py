@@ -414,11 +414,19 @@ def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: 
       name that is no plain word, processes of different models), or a directory holding
       another run.
   """
-  if not processes or not all(isinstance(p, process_lib.AlgorithmProcess)
-                              for p in processes.values()):
+  if not isinstance(processes, Mapping) or not processes:
     raise config_lib.ConfigError('processes must map names to processes of this project '
-                                 '(tff_flare.build_flare(...), ...), got '
-                                 f'{type(processes).__name__}.')
+                                 "({'flare': tff_flare.build_flare(...), ...}), got "
+                                 f'{type(processes).__name__}{"" if processes else " (empty)"}.')
+  for name, process in processes.items():
+    if not isinstance(process, process_lib.AlgorithmProcess):
+      kind = type(process)
+      hint = (' TFF\'s FedAvg and FedProx run here as tff_flare.build_tff_fedavg(model_fn, '
+              'client_optimizer=...) and build_tff_fedprox.'
+              if isinstance(process, tff.templates.IterativeProcess) else '')
+      raise config_lib.ConfigError(
+          f'processes[{name!r}] is a {kind.__module__}.{kind.__name__}, not a process of this '
+          f'project (tff_flare.build_*: their clients may keep a state).{hint}')
   fields = {f.name for f in dataclasses.fields(config_lib.RunSettings)}
   unknown = sorted(set(settings) - fields)
   if unknown:
