@@ -2,6 +2,7 @@
 
 import csv
 import dataclasses
+import inspect
 import json
 import os
 import pathlib
@@ -505,6 +506,14 @@ class SimulateResumeTest(tf.test.TestCase):
                          expected.model_weights['flare'].trainable):
       self.assertIsInstance(got, np.ndarray)
       np.testing.assert_array_equal(got, want)
+
+  def test_the_signature_lists_every_run_setting_with_its_default(self):
+    parameters = inspect.signature(runner.simulate).parameters
+    for field in dataclasses.fields(config_lib.RunSettings):
+      self.assertIn(field.name, parameters)
+      if field.name != 'output_dir':  # Required: no in-place default.
+        self.assertEqual(parameters[field.name].default, field.default, msg=field.name)
+    self.assertNotIn('settings', parameters)
 
   def test_the_result_holds_each_process_model(self):
     data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}

@@ -16,6 +16,7 @@ results. One run at a time uses a directory (`exclusive_output_dir`).
 import collections
 import contextlib
 import dataclasses
+import inspect
 import fcntl
 import json
 import os
@@ -352,6 +353,20 @@ def _run_experiment(config: config_lib.ExperimentConfig, log) -> dict:
 ClientData = Union[tff.simulation.datasets.ClientData, Mapping[str, tf.data.Dataset]]
 
 
+def _signature_with_settings(function: Callable) -> Callable:
+  """`function` whose signature (what `help()`, `inspect` and notebooks show) lists each
+  `config.RunSettings` field in place of its `**settings`, with its default: the settings
+  stay defined once, in `RunSettings`."""
+  signature = inspect.signature(function)
+  parameters = [p for p in signature.parameters.values() if p.kind != p.VAR_KEYWORD]
+  named = {p.name for p in parameters}
+  parameters += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                                   annotation=f.type)
+                 for f in dataclasses.fields(config_lib.RunSettings) if f.name not in named]
+  function.__signature__ = signature.replace(parameters=parameters)
+  return function
+
+
 @dataclasses.dataclass(frozen=True)
 class SimulationResult:
   """What `simulate` returns: the run's summary and each process's global model after its
@@ -370,6 +385,7 @@ class SimulationResult:
   model_weights: dict
 
 
+@_signature_with_settings
 def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: ClientData, *,
              output_dir: str, test_data: Optional[tf.data.Dataset] = None,
              log: Callable[[str], object] = print, **settings) -> SimulationResult:
