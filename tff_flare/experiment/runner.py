@@ -411,7 +411,11 @@ def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: 
     test_data: a batched dataset to evaluate the global models on every `eval_every` rounds
       (and after the last); None evaluates nothing.
     log: where progress lines go.
-    **settings: `config.RunSettings` fields: `rounds`, `clients_per_round` (default: all),
+    **settings: `config.RunSettings` fields (the signature lists them with their defaults;
+      `seed` seeds the client sampling: the initial model is the first process's
+      `initialize`, from the model's initializers, which
+      `tf.keras.utils.set_random_seed(n)` before building the processes fixes):
+      `rounds`, `clients_per_round` (default: all),
       `client_sampling`, `eval_every`, `checkpoint_every`, `seed`, `client_state_storage`,
       `execution` (default 'inprocess'), `workers`, `worker_timeout_s`, `client_threads`,
       `allow_nonfinite_rounds`.
