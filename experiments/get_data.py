@@ -80,7 +80,7 @@ def write_imagefolder(path: pathlib.Path, arrays, classes) -> None:
 def check_reachable(loader: str, urls, timeout_s: float = 10.0) -> None:
   """Refuses, within `timeout_s`, to start a loader whose download hosts cannot be reached.
 
-  TFDS retries a download it cannot make for minutes (211 s offline, measured) before it
+  TFDS retries a download it cannot make for minutes (211 s offline, as issue 42 reports) before it
   fails; a connection to each host first says the same in seconds. Skipped behind a proxy
   (`https_proxy` and the like), which the loaders use and a plain connection does not.
 
