@@ -27,7 +27,6 @@ from experiments import spec
 
 THRESHOLDS = {
     'NEAR': 0.05,  # Accuracy within this of another's is "near" it.
-    'NEAR_BELOW': -0.05,  # "Robust": an accuracy no more than NEAR below another.
     'NEAR_LOSS': 0.1,  # A test loss within this (nats) of another's "follows" it.
     'HALF': 0.5,  # "Collapses": below half of its accuracy at the densest R.
     'MOVE': 0.1,  # A change of the model moving an accuracy by more than this "moves" it.
@@ -38,6 +37,9 @@ THRESHOLDS = {
     'ZERO': 0.0,
     'ALL': 1.0,  # A fraction of runs: every one.
 }
+# The final window: a comparison "at the end" reads the mean of a curve's last WINDOW
+# evaluations (50 rounds at the MNIST runs' every 10), not one evaluation on a noisy plateau.
+WINDOW = 5
 _COMPARE = {'<': operator.lt, '<=': operator.le, '>': operator.gt, '>=': operator.ge,
             '==': operator.eq}
 
@@ -53,9 +55,50 @@ def _f(value: Optional[float]) -> str:
   return '-' if value is None else f'{value:.3f}'
 
 
-def _mean(seeds, algorithm: str, round_num: int, metric: str = 'accuracy') -> Optional[float]:
-  values = [s.at(algorithm, round_num, metric) for s in seeds]
+def _mean(seeds, algorithm: str, round_num: int, metric: str = 'accuracy',
+          window: bool = False) -> Optional[float]:
+  """The mean over the seeds of the algorithm's value after `round_num` rounds (`window`:
+  of its final window ending there)."""
+  values = [_window(s, algorithm, round_num, metric) if window else
+            s.at(algorithm, round_num, metric) for s in seeds]
   return None if not values or None in values else statistics.mean(values)
+
+
+def _rounds(seed, algorithm: str) -> set[int]:
+  """The rounds at which any run of the seed evaluated the algorithm."""
+  return set().union(*(set(c[algorithm].round) for c in seed.curves if algorithm in c))
+
+
+def _window(seed, algorithm: str, round_num: int, metric: str = 'accuracy'
+            ) -> Optional[float]:
+  """The mean of the algorithm's last WINDOW evaluations up to `round_num` in the seed (None
+  where the seed has not evaluated it after `round_num` rounds)."""
+  if seed.at(algorithm, round_num, metric) is None:
+    return None
+  rounds = sorted(r for r in _rounds(seed, algorithm) if r <= round_num)[-WINDOW:]
+  return statistics.mean(seed.at(algorithm, r, metric) for r in rounds)
+
+
+def _end(seed, names: Sequence[str], round_num: Optional[int]) -> Optional[int]:
+  """`round_num`, or (None) the last evaluation every one of `names` reached in the seed."""
+  if round_num is not None:
+    return round_num
+  common = set.intersection(*(_rounds(seed, a) for a in names))
+  return max(common) if common else None
+
+
+def _ranges(chosen: Sequence[int], every: Sequence[int]) -> str:
+  """`chosen` of the evaluation rounds `every`, as runs of neighbouring evaluations:
+  '10-120, 140' ('none' when empty)."""
+  runs: list[list[int]] = []
+  for i, r in enumerate(every):
+    if r in chosen:
+      if runs and i > 0 and every[i - 1] == runs[-1][-1]:
+        runs[-1].append(r)
+      else:
+        runs.append([r])
+  return ', '.join(f'{run[0]}-{run[-1]}' if len(run) > 1 else f'{run[0]}'
+                   for run in runs) or 'none'
 
 
 def _seeds(results, select: spec.Select):
@@ -71,11 +114,12 @@ def _with_count(text: str, seeds) -> str:
 
 
 def accuracy(results, select: spec.Select, algorithm: str, round: int,  # pylint: disable=redefined-builtin
-             metric: str = 'accuracy') -> Value:
-  """The algorithm's test accuracy (or `metric='loss'`) after `round` rounds: mean [min, max]
-  over the seeds."""
+             metric: str = 'accuracy', window: bool = False) -> Value:
+  """The algorithm's test accuracy (or `metric='loss'`) after `round` rounds (`window`: its
+  final window ending there): mean [min, max] over the seeds."""
   seeds = _seeds(results, select)
-  values = [s.at(algorithm, round, metric) for s in seeds]
+  values = [_window(s, algorithm, round, metric) if window else s.at(algorithm, round, metric)
+            for s in seeds]
   if not values or None in values:
     return Value(None, '-')
   if len(values) == 1:
@@ -85,20 +129,22 @@ def accuracy(results, select: spec.Select, algorithm: str, round: int,  # pylint
 
 
 def gap(results, select: spec.Select, above: str, below: str, round: int,  # pylint: disable=redefined-builtin
-        below_select: Optional[spec.Select] = None, metric: str = 'accuracy') -> Value:
+        below_select: Optional[spec.Select] = None, metric: str = 'accuracy',
+        window: bool = False) -> Value:
   """Mean accuracy (or loss) of `above` minus that of `below` after `round` rounds (`below`
-  from `below_select` where given)."""
-  a = _mean(_seeds(results, select), above, round, metric)
-  b = _mean(_seeds(results, below_select or select), below, round, metric)
+  from `below_select` where given; `window`: of the final windows ending there)."""
+  a = _mean(_seeds(results, select), above, round, metric, window)
+  b = _mean(_seeds(results, below_select or select), below, round, metric, window)
   number = None if a is None or b is None else a - b
   return Value(number, '-' if number is None else f'{number:+.3f}')
 
 
 def ratio(results, select: spec.Select, algorithm: str, round: int,  # pylint: disable=redefined-builtin
-          denominator: spec.Select) -> Value:
-  """Mean accuracy over `select`'s seeds divided by that over `denominator`'s."""
-  a = _mean(_seeds(results, select), algorithm, round)
-  b = _mean(_seeds(results, denominator), algorithm, round)
+          denominator: spec.Select, window: bool = False) -> Value:
+  """Mean accuracy over `select`'s seeds divided by that over `denominator`'s (`window`: of
+  the final windows ending at `round`)."""
+  a = _mean(_seeds(results, select), algorithm, round, window=window)
+  b = _mean(_seeds(results, denominator), algorithm, round, window=window)
   number = None if a is None or not b else a / b
   return Value(number, '-' if number is None else f'{number:.0%}')
 
@@ -149,53 +195,91 @@ def ordering(results, select: spec.Select, above: str, below: str) -> Value:
       f'{o.holds} of {o.evaluations} ({since}; the reverse at {o.reverse})', seeds))
 
 
-def sooner(results, selects: Sequence[spec.Select], first: str, second: str, round: int,  # pylint: disable=redefined-builtin
-           fraction: float = 0.9) -> Value:
-  """The share of seeds in which `first` reaches `fraction` of the lower of the two
-  algorithms' accuracies after `round` rounds at an earlier evaluation than `second`."""
+def sooner(results, selects: Sequence[spec.Select], first: str, others: Sequence[str],
+           round: Optional[int] = None, fraction: float = 0.9) -> Value:  # pylint: disable=redefined-builtin
+  """The share of seeds in which `first` reaches the target at an earlier evaluation than each
+  of `others` (one that never reaches it is later): the target is `fraction` of the lowest of
+  their final windows, ending at `round` (None: the last evaluation all of them reached)."""
   cells, wins = [], 0
   for select in selects:
     for seed in _seeds(results, select):
-      a, b = seed.curve(first), seed.curve(second)
-      if a is None or b is None or a.at(round) is None or b.at(round) is None:
+      names = [a for a in (first, *others) if seed.curve(a) is not None]
+      if first not in names or len(names) < 2:
         continue
-      target = fraction * min(a.at(round), b.at(round))
-      reached = [next((r for r, v in zip(c.round, c.accuracy) if v >= target), None)
-                 for c in (a, b)]
-      wins += reached[0] < reached[1]
-      cells.append(f'{reached[0]} / {reached[1]}')
+      end = _end(seed, names, round)
+      finals = [_window(seed, a, end) for a in names] if end is not None else [None]
+      if None in finals:
+        return Value(None, '-')
+      target = fraction * min(finals)
+      reached = [next((r for r in sorted(_rounds(seed, a)) if r <= end and
+                       seed.at(a, r) >= target), None) for a in names]
+      later = [r if r is not None else float('inf') for r in reached]
+      wins += all(later[0] < other for other in later[1:])
+      cells.append(f'{seed.refs[0]} to {target:.3f}: ' + ', '.join(
+          f'{charts.label(a)} {"never" if r is None else r}' for a, r in zip(names, reached)))
   if not cells:
     return Value(None, '-')
-  return Value(wins / len(cells), f'{", ".join(cells)} ({wins} of {len(cells)} sooner)')
+  return Value(wins / len(cells), f'{"; ".join(cells)} ({charts.label(first)} first in '
+                                  f'{wins} of {len(cells)} seeds)')
 
 
-def above_at_last(results, selects: Sequence[spec.Select], above: str,
-                  below: Sequence[str], also: Sequence[str] = ()) -> Value:
-  """The share of seeds in which `above` beats every one of `below` that the seed holds at
-  the last evaluation they all reached (`also`: algorithms shown beside them)."""
-  checks, cells = [], []
+def leads(results, selects: Sequence[spec.Select], above: str, below: Sequence[str],
+          round: Optional[int] = None, margin: str = 'ZERO', metric: str = 'accuracy'  # pylint: disable=redefined-builtin
+          ) -> Value:
+  """The share of seeds in which `above`'s final window beats the best of `below`'s (those the
+  seed has) by more than THRESHOLDS[margin]: windows ending at `round` (None: the last
+  evaluation all of them reached in the seed). For the loss, lower is better."""
+  sign = 1.0 if metric == 'accuracy' else -1.0  # The margin is how much better `above` is.
+  margins, cells = [], []
   for select in selects:
     for seed in _seeds(results, select):
       names = [a for a in (above, *below) if seed.curve(a) is not None]
       if above not in names or len(names) < 2:
         continue
-      last = max(set.intersection(*(set(seed.curve(a).round) for a in names)))
-      checks.append(all(seed.at(above, last) > seed.at(a, last) for a in names[1:]))
-      shown = names + [a for a in also if seed.at(a, last) is not None]
-      cells.append(f'round {last}: ' + ', '.join(
-          f'{charts.label(a)} {_f(seed.at(a, last))}' for a in shown))
-  if not checks:
+      end = _end(seed, names, round)
+      values = [_window(seed, a, end, metric) for a in names] if end is not None else [None]
+      if None in values:
+        return Value(None, '-')
+      best = max(values[1:]) if sign > 0 else min(values[1:])
+      margins.append(sign * (values[0] - best))
+      cells.append(f'{seed.refs[0]} {margins[-1]:+.3f} (round {end})')
+  if not margins:
     return Value(None, '-')
-  return Value(sum(checks) / len(checks),
-               f'{"; ".join(cells)} ({sum(checks)} of {len(checks)} runs)')
+  ahead = sum(m > THRESHOLDS[margin] for m in margins)
+  return Value(ahead / len(margins), f'{"; ".join(cells)} (ahead by more than {margin} in '
+                                     f'{ahead} of {len(margins)} seeds)')
 
 
-def missing_at(results, select: spec.Select, algorithms: Sequence[str], round: int) -> Value:  # pylint: disable=redefined-builtin
-  """How many of `algorithms` no seed of `select` has evaluated after `round` rounds."""
+def curve_gap(results, select: spec.Select, above: str, below: str, round: int,  # pylint: disable=redefined-builtin
+              metric: str = 'accuracy') -> Value:
+  """The largest of `above` minus `below` (means over the seeds) over the evaluations after
+  round 0 up to `round` that every seed of both reached: a curve read as a curve."""
   seeds = _seeds(results, select)
-  missing = [a for a in algorithms if not any(s.at(a, round) is not None for s in seeds)]
-  return Value(len(missing), ', '.join(charts.label(a) for a in missing) if missing else
-               'none')
+  if not seeds or any(s.at(a, round, metric) is None for s in seeds for a in (above, below)):
+    return Value(None, '-')
+  every = sorted(set.intersection(*(_rounds(s, a) for s in seeds for a in (above, below))))
+  every = [r for r in every if 0 < r <= round]
+  gaps = [(_mean(seeds, above, r, metric) - _mean(seeds, below, r, metric), r) for r in every]
+  if not gaps:
+    return Value(None, '-')
+  largest, where = max(gaps)
+  return Value(largest, _with_count(f'largest {largest:+.3f} at round {where}, '
+                                    f'{gaps[-1][0]:+.3f} at round {gaps[-1][1]}', seeds))
+
+
+def lead_rounds(results, selects: Sequence[spec.Select], above: str, below: str,
+                round: int) -> Value:  # pylint: disable=redefined-builtin
+  """The evaluations after round 0 up to `round` at which `above` beats `below` in every seed
+  of every selection, and those at which it does not (the number: the share that do)."""
+  seeds = [seed for select in selects for seed in _seeds(results, select)]
+  if not seeds or any(s.at(a, round) is None for s in seeds for a in (above, below)):
+    return Value(None, '-')
+  every = sorted(r for r in set.intersection(*(_rounds(s, a) for s in seeds
+                                              for a in (above, below))) if 0 < r <= round)
+  ahead = [r for r in every if all(s.at(above, r) > s.at(below, r) for s in seeds)]
+  behind = [r for r in every if r not in ahead]
+  return Value(len(ahead) / len(every) if every else None, _with_count(
+      f'ahead at rounds {_ranges(ahead, every)}; not at {_ranges(behind, every)}', seeds))
 
 
 def without_runs(results, selects: Sequence[spec.Select]) -> Value:
@@ -252,12 +336,14 @@ def survival(results, cells: Sequence[str], reduce: str, process: str = 'mask_no
   return Value({'min': min, 'max': max}[reduce](values), listed)
 
 
-def survives_and_trains(results, cells: Sequence[str], process: str = 'mask_none') -> Value:
-  """How many cells keep S / S_max above LITTLE and reach TRAINS accuracy, both."""
+def survives_and_trains(results, cells: Sequence[str], process: str = 'mask_none',
+                        summary: str = 'second_half') -> Value:
+  """How many cells keep S / S_max above LITTLE and reach TRAINS accuracy, both: S / S_max
+  summarized over the rounds' `summary` ('second_half' or 'mean')."""
   rows = _masking_rows(results, cells, process)
   if len(rows) < len(cells):
     return Value(None, '-')
-  both = [r['cell'] for r in rows if r['second_half_s_normalized'] > THRESHOLDS['LITTLE']
+  both = [r['cell'] for r in rows if r[f'{summary}_s_normalized'] > THRESHOLDS['LITTLE']
           and r['final_accuracy'] >= THRESHOLDS['TRAINS']]
   return Value(len(both), ', '.join(both) if both else 'none')
 
@@ -284,8 +370,9 @@ def accuracy_falls_with_survival(results, cells: Sequence[str],
 
 MEASURES: dict[str, Callable[..., Value]] = {
     f.__name__: f for f in (accuracy, each, gap, ratio, spread, smallest_margin, ordering,
-                            sooner, above_at_last, missing_at, without_runs, worst_drop, scaling_slopes,
-                            survival, survives_and_trains, cells, accuracy_falls_with_survival)}
+                            sooner, leads, curve_gap, lead_rounds, without_runs,
+                            worst_drop, scaling_slopes, survival,
+                            survives_and_trains, cells, accuracy_falls_with_survival)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,20 +383,28 @@ def measure(results, m: spec.Measure) -> Value:
   return MEASURES[m.kind](results, **m.args)
 
 
-def _passes(results, test: spec.Test) -> tuple[Optional[bool], str]:
+def _passes(results, test: spec.Test) -> Optional[bool]:
+  """Whether the test passes (None without runs)."""
   value = measure(results, test.measure)
-  threshold = THRESHOLDS[test.threshold]
-  text = (f'{test.measure.label} {value.text} ({test.comparison} {test.threshold} = '
-          f'{threshold:g}: ')
   if value.number is None:
-    return None, text + 'no runs)'
-  passed = _COMPARE[test.comparison](value.number, threshold)
-  return passed, text + ('yes)' if passed else 'no)')
+    return None
+  return _COMPARE[test.comparison](value.number, THRESHOLDS[test.threshold])
 
 
-def _key(test: spec.Test) -> str:
-  return repr((test.measure.kind, sorted(test.measure.args.items(), key=str), test.comparison,
-               test.threshold))
+def _key(m: spec.Measure) -> str:
+  return repr((m.kind, sorted(m.args.items(), key=str)))
+
+
+def _line(results, m: spec.Measure, tests: Sequence[tuple[str, spec.Test]]) -> str:
+  """A measure and every test that reads it: `label value (<= NEAR = 0.05: yes; partly: ...)`."""
+  value = measure(results, m)
+  checks = []
+  for role, test in tests:
+    passed = _passes(results, test)
+    word = 'no runs' if passed is None else 'yes' if passed else 'no'
+    checks.append(f'{role}{test.comparison} {test.threshold} = '
+                  f'{THRESHOLDS[test.threshold]:g}: {word}')
+  return f'{m.label} {value.text} ({"; ".join(checks)})'
 
 
 def _reads(claim: spec.Claim):
@@ -347,10 +442,10 @@ def runs_read(results, claim: spec.Claim) -> list[str]:
 
 
 def rounds_needed(claim: spec.Claim) -> Optional[int]:
-  """The last round the claim's measures read (their `round` arguments), or None when one of
-  them reads a whole run (the last evaluation, a curve, a masking cell)."""
-  measures = [t.measure for t in claim.holds + claim.partly] + list(claim.shows)
-  rounds = [m.args.get('round') for m in measures]
+  """The last round the claim's tests read (their `round` arguments; what it shows beside is
+  read where it is), or None when one of them reads a whole run (the last evaluation, a
+  curve, a masking cell)."""
+  rounds = [t.measure.args.get('round') for t in claim.holds + claim.partly]
   return None if not rounds or None in rounds else max(rounds)
 
 
@@ -380,23 +475,28 @@ def progress_text(results, claim: spec.Claim) -> str:
 
 
 def verdict(results, claim: spec.Claim) -> tuple[str, list[str]]:
-  """`(verdict, the tests' lines)` of a claim (see the module docstring); `progress_text`
-  says how far its runs are."""
+  """`(verdict, the tests' lines)` of a claim (see the module docstring), a line a measure
+  with every test that reads it; `progress_text` says how far its runs are."""
   unfinished, count = progress(results, claim)
   held = [_passes(results, t) for t in claim.holds]
   partial = [_passes(results, t) for t in claim.partly]
-  shown = {_key(t) for t in claim.holds}  # A partial test that is a whole one is listed once.
-  lines = [text for _, text in held] + [
-      text for t, (_, text) in zip(claim.partly, partial) if _key(t) not in shown]
+  by_measure: dict[str, list[tuple[str, spec.Test]]] = {}
+  for role, tests in (('', claim.holds), ('partly: ', claim.partly)):
+    for t in tests:
+      listed = by_measure.setdefault(_key(t.measure), [])
+      if not any((t.comparison, t.threshold) == (u.comparison, u.threshold)
+                 for _, u in listed):  # A partial test that is a whole one is listed once.
+        listed.append((role, t))
+  lines = [_line(results, tests[0][1].measure, tests) for tests in by_measure.values()]
   if all(done == 0 for _, done, _ in unfinished) and len(unfinished) == count:
     return 'not tested', lines
   if unfinished:
     return 'in progress', lines
-  if all(passed for passed, _ in held):
+  if all(held):
     return 'holds', lines
-  if any(passed for passed, _ in partial):
+  if any(partial):
     return 'partly', lines
-  if any(passed is False for passed, _ in held):
+  if any(passed is False for passed in held):
     return 'does not hold', lines
   return 'not tested', lines
 

@@ -243,11 +243,12 @@ FC3_1000ROUNDS = spec.Figure(
              dict(algorithms=('ef21_dense', 'fedavg')), joins='R0.001_model_seed0_flare'),
         Grid('R0.0001', dict(FC3, algorithms='flare,ec,ef21_dense', seed=0,
                              keep_percent=0.0001, client_state_storage='disk'), 300),
-        # The unseeded model, the four algorithms in one process: 200 rounds, and 450 (a run
-        # stopped there when its machine went with its checkpoints).
+        # The unseeded model, the four algorithms in one process: 200 rounds, and 440 (a run
+        # that trained 450 rounds and stopped before evaluating the last, when its machine went
+        # with its checkpoints: its last evaluation is round 440).
         Grid('R0.001_200rounds', dict(FC3, algorithms=FOUR, seed=0, checkpoint_every=1000),
              200),
-        Grid('R0.001_unseeded', dict(FC3, algorithms=FOUR, seed=0), 450)),
+        Grid('R0.001_unseeded', dict(FC3, algorithms=FOUR, seed=0), 440)),
     draw=(spec.SeedCurves(dict(
         R0_001=Group('FC, R = 0.001 %, model seed 0, one process per algorithm', (tuple(
             f'R0.001_model_seed0_{a}' for a in FOUR.split(',')),),
@@ -370,6 +371,89 @@ FIGURES = (MNIST_CNN_FULL, MNIST_FC_FULL, MNIST_CNN_3OF10_SEEDS, SPARSITY_CNN3,
 # The claims.
 
 
+# The papers' sentences, word for word as ../shared/PAPER_CLAIMS.md gives them (a test
+# compares them where that file is at hand).
+SENTENCES = {s.id: s for s in (
+    spec.Sentence('F1', 'background (problem)',
+                  '"Error-correction methods already reach sparsity of up to 99.9 % (sending 0.1 '
+                  '% of the data) without significantly hurting convergence." ... "When sparsity '
+                  'is pushed to the extreme (e.g. > 99.9 %), ... existing error-correction '
+                  'methods fail at very high sparsity."',
+                  'prior work (EC); no experiment named'),
+    spec.Sentence('F2', 'results: sparsity',
+                  '"State-of-the-art methods are usually stable at 99.9 % sparsity (0.1 % sent). '
+                  'FLARE reaches 99.999 % sparsity (0.001 % sent), more than 10x sparser than the'
+                  ' state of the art."',
+                  'all models'),
+    spec.Sentence('F3', 'results: accuracy, MNIST',
+                  '"MNIST (FC/CNN): at 99.999 % sparsity FLARE\'s test accuracy is almost level '
+                  'with uncompressed FedAvg, and clearly better than FFL, EF21, FedProx and '
+                  'classic error correction."',
+                  "the authors' main MNIST runs: every client every round (FC/main.py and "
+                  'CNN/main.py row 0)'),
+    spec.Sentence('F4', 'results: accuracy, CIFAR-10',
+                  '"On VGG16 the other methods stay below 0.3 accuracy after 1,000 rounds, while '
+                  'FLARE reaches 0.5 at round 410 and 0.65 after 1,000 rounds."',
+                  'VGG16, CIFAR-10, 4 clients, R = 0.001 %'),
+    spec.Sentence('F5', 'results: accuracy, Shakespeare',
+                  '"On the GRU, at 99.999 % sparsity FLARE follows FedAvg\'s loss curve perfectly,'
+                  ' with no loss of performance."',
+                  'GRU, Shakespeare, 10 clients, R = 0.001 %'),
+    spec.Sentence('F6', 'results: robustness',
+                  '"Client unavailability: even when some clients are randomly absent, FLARE '
+                  'keeps its superior performance."',
+                  '3, 5 or 7 of 10 clients a round'),
+    spec.Sentence('F7', 'results: robustness',
+                  '"Data imbalance: where the class distribution is extremely unbalanced, FLARE '
+                  'still beats the compared methods."',
+                  'no partition recipe given'),
+    spec.Sentence('F8', 'results: robustness',
+                  '"Local steps (E): at E = 4, 8, 16, 32, FLARE shows faster convergence and '
+                  'higher final accuracy." (comparative: than the compared methods)',
+                  'E local steps a round'),
+    spec.Sentence('F9', 'contributions: theory',
+                  '"FLARE\'s convergence rate in T stays O(1/sqrt(T)), as for SGD and existing EC '
+                  'methods." "As the sparsity parameter delta goes to 0, FLARE\'s error bound '
+                  'scales as 1/sqrt(delta) (convex) and 1/delta (non-convex), against 1/delta and'
+                  ' 1/delta^2 for classic EC."',
+                  'theory; the summary gives no theorem number and no constants'),
+    spec.Sentence('F10', 'significance',
+                  '"The algorithm only changes the loss function, needs no change to the '
+                  'communication protocol, and works with existing optimizers such as SGD."',
+                  'design'),
+    spec.Sentence('M1', 'the finding',
+                  '"With independent masks, averaging divides the regularizing penalty by the '
+                  'number of devices: with ten devices the beneficial effect is cut to a tenth."',
+                  'independent masks, K clients a round'),
+    spec.Sentence('M2', 'synchronized masks',
+                  '"Synchronizing the masks restores the protective noise, but its strength '
+                  'depends entirely on how much the devices agree (gradient diversity); where '
+                  'their updates conflict, the synchronized noise becomes ineffective or even '
+                  'harmful."',
+                  'synchronized masks'),
+    spec.Sentence('M3', 'experiments',
+                  '"In the most common setting (minibatch training), survival is shockingly low: '
+                  'of a highest possible strength of 10, only about 1.19 reaches the model."',
+                  'CIFAR-10, 100 clients, minibatch'),
+    spec.Sentence('M4', 'experiments',
+                  '"Whether the data are nearly identical or very different (some devices with a '
+                  'hundred times more data), survival stays between 1.17 and 1.50."',
+                  'minibatch, heterogeneity varied'),
+    spec.Sentence('M5', 'experiments',
+                  '"When minibatch sampling is switched off and each device learns from its whole'
+                  ' set at once, survival jumps to 8.96."',
+                  'full batch, the default data setting'),
+    spec.Sentence('M6', 'conclusion',
+                  '"The configurations that let the noise survive are exactly those that learn '
+                  'worst; no middle ground keeps the noise without sacrificing learning."',
+                  'all configurations tried'),
+)}
+
+
+def _quotes(*ids):
+  return tuple(SENTENCES[i] for i in ids)
+
+
 def _sparsity(keep_percent, reaching):
   return Select(('sparsity_cnn3',), dict(keep_percent=keep_percent), reaching)
 
@@ -377,22 +461,28 @@ def _sparsity(keep_percent, reaching):
 _R_ALL = (0.1, 0.01, 0.001, 0.0001)
 _CNN3 = Select(('mnist_cnn_3of10_seeds',))
 _FIXED = Select(('initialization_cnn3',), dict(double_softmax=False))
+_FIXED_R = {r: Select(('sparsity_fixed_cnn3',), dict(keep_percent=r), 300) for r in _R_ALL}
 _MODELS = Select(('initialization_cnn3',), dict(seed=0, double_softmax=None))
 _EPOCHS = {e: Select(('local_epochs_cnn3',), dict(local_epochs=e), 300) for e in (1, 4, 8, 16, 32)}
 _IMBALANCE = Select(('class_imbalance_cnn',), reaching=300)
 _FC = tuple(Select(('fc3_1000rounds',), where) for where in (
     dict(model_seed=None, keep_percent=0.001), dict(model_seed=0),
     dict(keep_percent=0.0001)))
+_UNAVAILABLE = (_CNN3, Select(('mnist_cnn_5of10_seeds',)), Select(('mnist_cnn_7of10_seeds',))
+                ) + _FC
 _MINIBATCH_CELLS = tuple(f'masking_grid_100rounds/minibatch_{p}' for p in PARTITIONS)
 _FULLBATCH_CELLS = tuple(f'masking_grid_100rounds/fullbatch_{p}' for p in PARTITIONS)
 _SWEEP = tuple(f'masking_batch_sweep/batch{b}' for b in (32, 64, 128, 256, 0))
 _CNN_FULL = Select(('mnist_cnn_full',))
+_FC_FULL = Select(('mnist_fc_full',))
 _F3_OTHERS = ('ec', 'ef21_dense', 'ec_fedprox', 'ec_ffl')
 _VGG = Select(('vgg11_cifar10_short',))
 _GRU = Select(('gru_shakespeare_short',))
 # The rounds the deep models' claims read: the runs' declared lengths (the shows add the
 # rounds the first pieces reached).
 _VGG_ROUND, _GRU_ROUND = 200, 150
+_NAMES = dict(fedavg='FedAvg', flare='FLARE', ec='EC', ef21_dense='EF21',
+              ec_fedprox='EC+FedProx', ec_ffl='EC-FFL')
 
 
 def _at(algorithm, select, round_num, label, **args):
@@ -400,69 +490,254 @@ def _at(algorithm, select, round_num, label, **args):
                                          **args))
 
 
+def _final(algorithm, select, round_num, label, **args):
+  """The algorithm's final window ending at `round_num` (mean over the seeds)."""
+  return _at(algorithm, select, round_num, f'{label}, final window to round {round_num}',
+             window=True, **args)
+
+
+def _above(selects, below, round_num=None, margin='ZERO', label=''):
+  """A comparative sentence's two tests: FLARE's final window above the best of `below` by
+  more than `margin` in every seed, and FLARE first to the target in every seed."""
+  names = ', '.join(_NAMES[a] for a in below)
+  at = 'the last evaluation all reached' if round_num is None else f'round {round_num}'
+  return (Test(Measure('leads', f'FLARE over the best of {names}, final windows to {at}{label}',
+                       dict(selects=selects, above='flare', below=below, round=round_num,
+                            margin=margin)), '==', 'ALL'),
+          Test(Measure('sooner', f'rounds to 90 % of the lowest final window of FLARE and {names}'
+                       f'{label}', dict(selects=selects, first='flare', others=below,
+                                         round=round_num)), '==', 'ALL'))
+
+
+def _near_fedavg(select, round_num):
+  return Test(Measure('leads', f'FedAvg over FLARE, final windows to round {round_num}', dict(
+      selects=(select,), above='fedavg', below=('flare',), round=round_num, margin='NEAR')),
+              '<=', 'ZERO')
+
+
+_F3_ABOVE = _above((_CNN_FULL,), _F3_OTHERS, 300, margin='NEAR')
+_F3_FC_ABOVE = _above((_FC_FULL,), _F3_OTHERS, 300, margin='NEAR')
+_F6_ABOVE = _above(_UNAVAILABLE, ('ec', 'ef21_dense'))
+_F7_ABOVE = _above((_IMBALANCE,), ('ec', 'ef21_dense'), 300)
+_F8_ABOVE = _above((_EPOCHS[4], _EPOCHS[8]), ('ec',), 300)
+_VGG_ABOVE = _above((_VGG,), ('ec', 'ef21_dense'), _VGG_ROUND, margin='NEAR')
+_LEAD_EARLY = Measure('lead_rounds', 'evaluations at which FLARE is above EC in every seed at '
+                      'R = 0.001 and 0.0001 %', dict(
+                          selects=(_FIXED_R[0.001], _FIXED_R[0.0001]), above='flare',
+                          below='ec', round=300))
+_NO_MIDDLE = {summary: Test(Measure('survives_and_trains', f'cells and batch sizes with S / S_max '
+                                    f'({words}) above LITTLE and accuracy TRAINS or more', dict(
+                                        cells=_MINIBATCH_CELLS + _FULLBATCH_CELLS + _SWEEP,
+                                        summary=summary)), '<=', 'ZERO')
+              for summary, words in (('second_half', 'the second half of the rounds'),
+                                     ('mean', 'the mean over all rounds'))}
+
+_F1_TESTS = (
+    Test(Measure('gap', 'FedAvg minus EC at R = 0.1 %, final windows to round 300', dict(
+        select=_FIXED, above='fedavg', below='ec', round=300, below_select=_FIXED_R[0.1],
+        window=True)), '<=', 'NEAR'),
+    Test(Measure('ratio', 'EC at R = 0.0001 % over EC at R = 0.1 %, final windows to round 300',
+                 dict(select=_FIXED_R[0.0001], algorithm='ec', round=300,
+                      denominator=_FIXED_R[0.1], window=True)), '<', 'HALF'))
+_FEWER_ROUNDS = Measure('sooner', 'rounds to 90 % of the lower final window of FLARE and EC to '
+                        'round 1,000, R = 0.0001 / 0.001 / 0.01 / 0.1 %', dict(
+                            selects=tuple(_sparsity(r, 1000) for r in reversed(_R_ALL)),
+                            first='flare', others=('ec',), round=1000))
+
 CLAIMS = (
     spec.Claim(
-        'FLARE', 'Error correction (EC) holds up to R = 0.1 % and collapses at sparser R',
-        ('sparsity_cnn3',),
-        holds=(Test(Measure('gap', 'FedAvg minus EC at R = 0.1 %, round 300', dict(
-            select=_CNN3, above='fedavg', below='ec', round=300,
-            below_select=_sparsity(0.1, 300))), '<=', 'NEAR'),
-               Test(Measure('ratio', 'EC at R = 0.0001 % over EC at R = 0.1 %, round 1,000',
-                            dict(select=_sparsity(0.0001, 1000), algorithm='ec', round=1000,
-                                 denominator=_sparsity(0.1, 1000))), '<', 'HALF')),
-        partly=(Test(Measure('gap', 'FedAvg minus EC at R = 0.1 %, round 300', dict(
-            select=_CNN3, above='fedavg', below='ec', round=300,
-            below_select=_sparsity(0.1, 300))), '<=', 'NEAR'),
-                Test(Measure('ratio', 'EC at R = 0.0001 % over EC at R = 0.1 %, round 1,000',
-                             dict(select=_sparsity(0.0001, 1000), algorithm='ec', round=1000,
-                                  denominator=_sparsity(0.1, 1000))), '<', 'HALF')),
-        shows=tuple(_at('ec', _sparsity(r, 300), 300, f'EC, R = {r} %, round 300')
+        'F1', _quotes('F1'),
+        'EC keeps near-FedAvg accuracy at R = 0.1 % and collapses (below half of '
+        'that) at R = 0.0001 %',
+        "The CNN without the authors' double softmax (which caps every compressed method far "
+        'below FedAvg), 3 of 10 clients a round, 3 seeds, final windows to round 300. The '
+        'sentence is about prior work and names no experiment.',
+        ('sparsity_fixed_cnn3', 'initialization_cnn3'),
+        holds=_F1_TESTS,
+        partly=_F1_TESTS,
+        shows=tuple(_final('ec', _FIXED_R[r], 300, f'fixed CNN, EC, R = {r} %') for r in _R_ALL) +
+        (_final('fedavg', _FIXED, 300, 'fixed CNN, FedAvg'),) +
+        tuple(_final('ec', _sparsity(r, 300), 300, f"the authors' CNN, EC, R = {r} %")
+              for r in _R_ALL) +
+        (_final('fedavg', _CNN3, 300, "the authors' CNN, FedAvg"),)),
+    spec.Claim(
+        'F2', _quotes('F2'),
+        'FLARE keeps near-FedAvg accuracy at R = 0.001 %, where EC does not',
+        "The authors' main MNIST CNN runs (every client every round, R = 0.001 %), three "
+        'initial models, final windows to round 300. EC at R = 0.1 % is not run in this '
+        'setting (F1 reads it on 3 of 10 clients); the FC is not run in it.',
+        ('mnist_cnn_full',),
+        holds=(_near_fedavg(_CNN_FULL, 300),),
+        partly=(Test(Measure('leads', 'FLARE over EC, final windows to round 300', dict(
+            selects=(_CNN_FULL,), above='flare', below=('ec',), round=300, margin='NEAR')),
+                     '==', 'ALL'),),
+        shows=tuple(_final('flare', _sparsity(r, 300), 300, f'3 of 10 clients, FLARE, R = {r} %')
                     for r in _R_ALL) +
-        (_at('fedavg', _CNN3, 300, 'FedAvg, round 300'),) +
-        tuple(_at(a, _sparsity(r, 1000), 1000, f'{name}, R = {r} %, round 1,000')
-              for r in _R_ALL for a, name in (('ec', 'EC'), ('flare', 'FLARE')))),
+        tuple(_final('flare', _FIXED_R[r], 300, f'fixed CNN, 3 of 10, FLARE, R = {r} %')
+              for r in _R_ALL)),
     spec.Claim(
-        'FLARE', 'FLARE keeps near-FedAvg accuracy at R = 0.001 % (10-100x sparser than EC '
-        'needs)', ('sparsity_cnn3', 'initialization_cnn3'),
-        holds=(Test(Measure('gap', 'FedAvg minus FLARE at R = 0.001 %, round 300', dict(
-            select=_CNN3, above='fedavg', below='flare', round=300)), '<=', 'NEAR'),),
-        partly=(Test(Measure('smallest_margin', 'FLARE over the better of EC and EF21, every '
-                             'seed at every R, round 300', dict(
-                                 selects=tuple(_sparsity(r, 300) for r in _R_ALL),
-                                 above='flare', below=('ec', 'ef21_dense'), round=300)),
-                     '>', 'ZERO'),),
-        shows=tuple(_at('flare', _sparsity(r, 300), 300, f'FLARE, R = {r} %, round 300')
-                    for r in _R_ALL) + (
-            _at('fedavg', _CNN3, 300, 'FedAvg, round 300'),
-            _at('flare', _sparsity(0.001, 1000), 1000, 'FLARE, R = 0.001 %, round 1,000'),
-            _at('ec', _sparsity(0.001, 1000), 1000, 'EC, R = 0.001 %, round 1,000')) +
-        tuple(_at(a, _FIXED, 300, f'fixed CNN, {name}, round 300')
-              for a, name in (('flare', 'FLARE'), ('ec', 'EC'), ('fedavg', 'FedAvg')))),
+        'F3 (CNN)', _quotes('F3'),
+        'FLARE near FedAvg (within NEAR) and above FFL, EF21, FedProx and '
+        'EC by more than NEAR ("clearly"), in every seed',
+        "The authors' main MNIST CNN runs: every client every round, R = 0.001 %, three initial "
+        "models (the authors' and two others) to 300 rounds, the authors' to 1,000; FFL is the "
+        "authors' EC-FFL, FedProx their EC+FedProx.",
+        ('mnist_cnn_full',),
+        holds=(_near_fedavg(_CNN_FULL, 300),) + _F3_ABOVE,
+        partly=_above((_CNN_FULL,), _F3_OTHERS, 300),
+        shows=tuple(_final(a, _CNN_FULL, 300, name) for a, name in _NAMES.items()) +
+        tuple(_final(a, _CNN_FULL, 1000, name) for a, name in _NAMES.items())),
     spec.Claim(
-        'FLARE', 'FLARE gets there in fewer rounds (and bytes) than EC', ('sparsity_cnn3',),
-        holds=(Test(Measure('sooner', 'rounds FLARE / EC took to 90 % of the lower of their '
-                            'accuracies at round 1,000, R = 0.0001 / 0.001 / 0.01 / 0.1 %', dict(
-                                selects=tuple(_sparsity(r, 1000) for r in reversed(_R_ALL)),
-                                first='flare', second='ec', round=1000)), '==', 'ALL'),),
-        partly=(Test(Measure('sooner', 'the same, FLARE sooner in any run', dict(
-            selects=tuple(_sparsity(r, 1000) for r in reversed(_R_ALL)), first='flare',
-            second='ec', round=1000)), '>', 'ZERO'),)),
+        'F3 (FC)', _quotes('F3'),
+        'The same on the FC',
+        "The authors' main MNIST FC runs (every client every round, R = 0.001 %), one seed to "
+        '300 rounds, in two processes of three algorithms (the six in one process do not fit '
+        'this machine: docs/performance.md).',
+        ('mnist_fc_full',),
+        holds=(_near_fedavg(_FC_FULL, 300),) + _F3_FC_ABOVE,
+        partly=_above((_FC_FULL,), _F3_OTHERS, 300),
+        shows=tuple(_final(a, _FC_FULL, 300, name) for a, name in _NAMES.items())),
     spec.Claim(
-        'FLARE', 'FLARE > EC, EF21 on the FC', ('fc3_1000rounds',),
-        holds=(Test(Measure('above_at_last', 'FLARE above EC and EF21 at the last evaluation',
-                            dict(selects=_FC, above='flare', below=('ec', 'ef21_dense'),
-                                 also=('fedavg',))), '==', 'ALL'),
-               Test(Measure('missing_at', "compressed algorithms not at the authors' 1,000 "
-                            'rounds (model seed 0)', dict(select=_FC[1], algorithms=(
-                                'flare', 'ec', 'ef21_dense'), round=1000)), '<=', 'ZERO')),
-        partly=(Test(Measure('above_at_last', 'FLARE above EC and EF21 at the last evaluation',
-                             dict(selects=_FC, above='flare', below=('ec', 'ef21_dense'),
-                                  also=('fedavg',))), '==', 'ALL'),),
-        shows=(Measure('ordering', 'FLARE above EC, model seed 0, evaluations', dict(
-            select=_FC[1], above='flare', below='ec')),)),
+        'F4', _quotes('F4'),
+        'FLARE learns while EC and EF21 stay low: FLARE above both by more than '
+        'NEAR, and first to the target',
+        'A stand-in: VGG11 (the paper: VGG16) on CIFAR-10, 4 clients x 25 steps of 8 images '
+        "(the authors': 500), one initial model, 200 rounds (the paper reads rounds 410 and "
+        "1,000). It can show whether FLARE leaves EC and EF21 behind early, not the paper's "
+        'accuracies.',
+        ('vgg11_cifar10_short',),
+        holds=_VGG_ABOVE,
+        partly=_above((_VGG,), ('ec', 'ef21_dense'), _VGG_ROUND),
+        shows=tuple(_at(a, _VGG, r, f'{name}, round {r}') for r in (100, _VGG_ROUND)
+                    for a, name in (('fedavg', 'FedAvg'), ('flare', 'FLARE'), ('ec', 'EC'),
+                                    ('ef21_dense', 'EF21')))),
     spec.Claim(
-        'ours', "FLARE's CNN plateau belongs to FLARE, not to the double softmax or one initial "
-        'model', ('initialization_cnn3',),
+        'F5', _quotes('F5'),
+        "FLARE's test loss within NEAR_LOSS of FedAvg's at every evaluation of "
+        'the curve',
+        "A stand-in: the authors' GRU and settings on the offline play, 2 roles (the paper: 10 "
+        'clients), one a round, one seed, 150 rounds, the test loss on the full test stream.',
+        ('gru_shakespeare_short',),
+        holds=(Test(Measure('curve_gap', 'FLARE minus FedAvg, test loss, over the curve to round '
+                            f'{_GRU_ROUND}', dict(select=_GRU, above='flare', below='fedavg',
+                                                  round=_GRU_ROUND, metric='loss')),
+                    '<=', 'NEAR_LOSS'),),
+        partly=(Test(Measure('curve_gap', 'FLARE minus EC, test loss, over the curve to round '
+                             f'{_GRU_ROUND}', dict(select=_GRU, above='flare', below='ec',
+                                                   round=_GRU_ROUND, metric='loss')),
+                     '<=', 'ZERO'),),
+        shows=tuple(_at(a, _GRU, r, f'{name} test loss, round {r}', metric='loss')
+                    for r in (10, 50, _GRU_ROUND) for a, name in (
+                        ('fedavg', 'FedAvg'), ('flare', 'FLARE'), ('ec', 'EC')))),
+    spec.Claim(
+        'F6', _quotes('F6'),
+        'FLARE above EC and EF21 at the end and first to the target, in every '
+        'seed, with 3, 5 or 7 of 10 clients a round',
+        'The MNIST CNN with 3, 5 and 7 of 10 clients a round (3 seeds each, to 300, 200, 150 '
+        'rounds) and the FC with 3 of 10 (R = 0.001 % from two unseeded initial models and '
+        'from model seed 0 to 1,000 rounds, and R = 0.0001 %); R = 0.001 % unless named. '
+        "FLARE's \"superior performance\" read as above the compressed methods run beside it.",
+        ('mnist_cnn_3of10_seeds', 'mnist_cnn_5of10_seeds', 'mnist_cnn_7of10_seeds',
+         'fc3_1000rounds'),
+        holds=_F6_ABOVE,
+        partly=_F6_ABOVE,
+        shows=(Measure('ordering', 'FC, model seed 0: evaluations at which FLARE is above EC',
+                       dict(select=_FC[1], above='flare', below='ec')),)),
+    spec.Claim(
+        'F7', _quotes('F7'),
+        'FLARE above EC and EF21 at the end and first to the target, in every '
+        'seed',
+        'The MNIST CNN, 10 clients, each with 80 % of one class (our partition: the paper '
+        'gives none), R = 0.001 %, 3 seeds to 300 rounds.',
+        ('class_imbalance_cnn',),
+        holds=_F7_ABOVE,
+        partly=_F7_ABOVE,
+        shows=tuple(_final(a, _IMBALANCE, r, name) for r in (100, 300)
+                    for a, name in (('fedavg', 'FedAvg'), ('flare', 'FLARE'), ('ec', 'EC'),
+                                    ('ef21_dense', 'EF21')))),
+    spec.Claim(
+        'F8', _quotes('F8'),
+        'At E = 4, 8, 16, 32: FLARE above EC at the end and first to the target, '
+        'in every seed',
+        'The MNIST CNN, 3 of 10 clients, R = 0.001 %: E = 4 (3 seeds) and E = 8 (1 seed) to '
+        '300 rounds; E = 16 and 32 are not run (partly at most). EC is the compressed method '
+        'run beside FLARE.',
+        ('local_epochs_cnn3',),
+        holds=_F8_ABOVE + (Test(Measure('without_runs', 'the E = 16 and 32 of the sentence '
+                                        'without runs', dict(selects=(_EPOCHS[16], _EPOCHS[32]))),
+                                '<=', 'ZERO'),),
+        partly=_F8_ABOVE,
+        shows=tuple(_final(a, _EPOCHS[e], 300, f'E = {e}, {name}')
+                    for e in (1, 4, 8) for a, name in (('flare', 'FLARE'), ('ec', 'EC'),
+                                                       ('fedavg', 'FedAvg'))) +
+        (Measure('worst_drop', "FLARE's own mean at E = 4, 8 minus at E = 1, round 300", dict(
+            baseline=_EPOCHS[1], others=(_EPOCHS[4], _EPOCHS[8]), algorithm='flare',
+            round=300)),)),
+    spec.Claim(
+        'F9', _quotes('F9'),
+        "FLARE's slope of log(rounds to a loss) on log(delta) shallower than EC's "
+        'by more than SLOPE (the bounds: -0.5 against -1)',
+        'Convex: multinomial logistic regression on MNIST, 10 IID clients, 8 kept fractions, 3 '
+        'seeds, rounds to FedAvg\'s training loss at rounds 5 and 20. A bound predicts a worst '
+        'case; measured rounds can only agree with it or not.',
+        ('sparsity_scaling_logreg',),
+        holds=tuple(Test(Measure('scaling_slopes', "FLARE's minus EC's slope of log(rounds "
+                                 f"to FedAvg's loss at round {r}) on log(delta)", dict(
+                                     figure='sparsity_scaling_logreg',
+                                     algorithms=('flare', 'ec'), baseline='fedavg',
+                                     target_round=r)), '>', 'SLOPE') for r in (5, 20))),
+    spec.Claim(
+        'M3, M4', _quotes('M3', 'M4'),
+        'With minibatch training S / S_max stays at or below LITTLE in '
+        'every data setting (the article: 1.17 to 1.50 of 10)',
+        'CIFAR-10, 100 clients, minibatch (batch 32, one epoch), six partitions from IID to '
+        'Dirichlet 0.1 and 100x quantity skew, 100 rounds; S measured on the deltas (mask_none), '
+        'S / S_max over the second half of the rounds.',
+        ('masking_grid_100rounds',),
+        holds=(Test(Measure('survival', 'S / S_max, second half, minibatch cells (the largest)',
+                            dict(cells=_MINIBATCH_CELLS, reduce='max')), '<=', 'LITTLE'),)),
+    spec.Claim(
+        'M5', _quotes('M5'),
+        'Full-batch training in the default (IID) setting keeps S / S_max at '
+        'SURVIVES or more (the article: 8.96 of 10)',
+        'The full-batch cells of the grid (two epochs of the whole client set a round), 100 '
+        'rounds, S / S_max over the second half. The other partitions are shown: M2 predicts '
+        'less survival where clients disagree, and the article gives no number for them.',
+        ('masking_grid_100rounds',),
+        holds=(Test(Measure('survival', 'S / S_max, second half, full batch, IID', dict(
+            cells=('masking_grid_100rounds/fullbatch_iid',), reduce='min')), '>=', 'SURVIVES'),),
+        shows=(Measure('cells', 'every full-batch cell, S / S_max (second half) / final '
+                       'accuracy', dict(cells=_FULLBATCH_CELLS)),)),
+    spec.Claim(
+        'M6', _quotes('M6'),
+        'No configuration has both S / S_max above LITTLE and accuracy TRAINS or '
+        'more',
+        'The grid (minibatch and full batch, six partitions) and the IID batch sweep (32 to the '
+        'full batch), 100 rounds. S / S_max is read over the second half of the rounds, where '
+        'the model has left its start (the first rounds\' large deltas inflate S); the mean over '
+        'all rounds is tested beside, and the rule holds only under both.',
+        ('masking_grid_100rounds', 'masking_batch_sweep'),
+        holds=tuple(_NO_MIDDLE.values()),
+        partly=(_NO_MIDDLE['second_half'],),
+        shows=(Measure('cells', 'the grid, S / S_max (second half) / final accuracy', dict(
+            cells=_MINIBATCH_CELLS + _FULLBATCH_CELLS)),
+               Measure('accuracy_falls_with_survival', 'the batch sweep', dict(
+                   cells=_SWEEP)))),
+    spec.Claim(
+        'ours: fewer rounds', (),
+        'FLARE reaches a given accuracy in fewer rounds than EC, at '
+        'every R',
+        'The MNIST CNN, 3 of 10 clients, R = 0.0001 to 0.1 %, the runs to 1,000 rounds.',
+        ('sparsity_cnn3',),
+        holds=(Test(_FEWER_ROUNDS, '==', 'ALL'),),
+        partly=(Test(_FEWER_ROUNDS, '>', 'ZERO'),)),
+    spec.Claim(
+        'ours: the plateau', (),
+        "FLARE's CNN plateau belongs to FLARE, not to the double "
+        'softmax or one initial model',
+        "The MNIST CNN, 3 of 10 clients, R = 0.001 %: four initial models (the authors' and "
+        'three others) and the CNN without its second softmax (3 seeds), round 300.',
+        ('initialization_cnn3',),
         holds=(Test(Measure('gap', 'FLARE on the fixed CNN minus on the authors\', round 300',
                             dict(select=_FIXED, above='flare', below='flare', round=300,
                                  below_select=_CNN3)), '<=', 'MOVE'),
@@ -476,122 +751,19 @@ CLAIMS = (
          Measure('ordering', 'FLARE above EC on the fixed CNN', dict(
              select=_FIXED, above='flare', below='ec')))),
     spec.Claim(
-        'FLARE', 'FLARE is robust to local epochs (E = 4 ... 32)', ('local_epochs_cnn3',),
-        holds=(Test(Measure('worst_drop', "FLARE's mean at E = 4, 8 minus at E = 1, round 300",
-                            dict(baseline=_EPOCHS[1], others=(_EPOCHS[4], _EPOCHS[8]),
-                                 algorithm='flare', round=300)), '>=', 'NEAR_BELOW'),
-               Test(Measure('without_runs', 'the E = 16 and 32 of the claim without runs', dict(
-                   selects=(_EPOCHS[16], _EPOCHS[32]))), '<=', 'ZERO')),
-        partly=(Test(Measure('worst_drop', "FLARE's mean at E = 4, 8 minus at E = 1, round 300",
-                             dict(baseline=_EPOCHS[1], others=(_EPOCHS[4], _EPOCHS[8]),
-                                  algorithm='flare', round=300)), '>=', 'NEAR_BELOW'),),
-        shows=tuple(_at(a, _EPOCHS[e], 300, f'E = {e}, {name}')
-                    for e in (1, 4, 8) for a, name in (('flare', 'FLARE'), ('ec', 'EC'),
-                                                       ('fedavg', 'FedAvg'))) +
-        tuple(Measure('ordering', f'FLARE above EC at E = {e}', dict(
-            select=_EPOCHS[e], above='flare', below='ec')) for e in (1, 4, 8))),
-    spec.Claim(
-        'FLARE', 'FLARE is robust to class imbalance', ('class_imbalance_cnn',),
-        holds=(Test(Measure('gap', 'FedAvg minus FLARE, round 300', dict(
-            select=_IMBALANCE, above='fedavg', below='flare', round=300)), '<=', 'NEAR'),),
-        partly=(Test(Measure('smallest_margin', 'FLARE over the better of EC and EF21 in '
-                             'every seed, round 300', dict(
-                                 selects=(_IMBALANCE,), above='flare',
-                                 below=('ec', 'ef21_dense'), round=300)), '>', 'ZERO'),),
-        shows=tuple(_at(a, _IMBALANCE, r, f'{name}, round {r}') for r in (100, 300)
-                    for a, name in (('fedavg', 'FedAvg'), ('flare', 'FLARE'), ('ec', 'EC'),
-                                    ('ef21_dense', 'EF21')))),
-    spec.Claim(
-        'FLARE', 'On VGG at R = 0.001 %, EC and EF21 stay low while FLARE learns', (
-            'vgg11_cifar10_short',),
-        holds=(Test(Measure('above_at_last', 'FLARE above EC and EF21 at the last evaluation',
-                            dict(selects=(_VGG,), above='flare', below=('ec', 'ef21_dense'))),
-                    '==', 'ALL'),
-               Test(Measure('gap', f'FLARE minus EC, round {_VGG_ROUND}',
-                            dict(select=_VGG, above='flare', below='ec', round=_VGG_ROUND)),
-                    '>', 'NEAR'),
-               Test(Measure('gap', f'FLARE minus EF21, round {_VGG_ROUND}',
-                            dict(select=_VGG, above='flare', below='ef21_dense',
-                                 round=_VGG_ROUND)), '>', 'NEAR')),
-        shows=tuple(_at(a, _VGG, r, f'{name}, round {r}') for r in (100, _VGG_ROUND)
-                    for a, name in (('fedavg', 'FedAvg'), ('flare', 'FLARE'), ('ec', 'EC'),
-                                    ('ef21_dense', 'EF21'))),
-        note='Shortened: see the figure.'),
-    spec.Claim(
-        'FLARE', "On the GRU at R = 0.001 %, FLARE follows FedAvg's loss curve", (
-            'gru_shakespeare_short',),
-        holds=(Test(Measure('gap', f'FLARE minus FedAvg, test loss, round {_GRU_ROUND}', dict(
-            select=_GRU, above='flare', below='fedavg', round=_GRU_ROUND, metric='loss')),
-                    '<=', 'NEAR_LOSS'),),
-        partly=(Test(Measure('gap', f'FLARE minus EC, test loss, round {_GRU_ROUND}', dict(
-            select=_GRU, above='flare', below='ec', round=_GRU_ROUND, metric='loss')), '<',
-                     'ZERO'),),
-        shows=tuple(_at(a, _GRU, r, f'{name} test loss, round {r}', metric='loss')
-                    for r in (0, 10, 50, _GRU_ROUND) for a, name in (
-                        ('fedavg', 'FedAvg'), ('flare', 'FLARE'), ('ec', 'EC'))),
-        note='Shortened: see the figure.'),
-    spec.Claim(
-        'ours', "Without the double softmax, FLARE's lead over EC appears at sparser R", (
-            'sparsity_fixed_cnn3',),
-        holds=(Test(Measure('smallest_margin', 'FLARE minus EC in every seed at R = 0.001 and '
-                            '0.0001 %, round 300', dict(
-                                selects=tuple(Select(('sparsity_fixed_cnn3',), dict(
-                                    keep_percent=r), 300) for r in (0.001, 0.0001)),
-                                above='flare', below=('ec',), round=300)), '>', 'ZERO'),),
-        shows=tuple(_at(a, Select(('sparsity_fixed_cnn3',), dict(keep_percent=r), 300), 300,
-                        f'{name}, R = {r} %, round 300')
-                    for r in _R_ALL for a, name in (('flare', 'FLARE'), ('ec', 'EC')))),
-    spec.Claim(
-        'FLARE', "FLARE's error grows as 1/sqrt(delta) with the kept fraction delta, EC's as "
-        '1/delta (convex)', ('sparsity_scaling_logreg',),
-        holds=tuple(Test(Measure('scaling_slopes', "FLARE's minus EC's slope of log(rounds "
-                                 f"to FedAvg's loss at round {r}) on log(delta)", dict(
-                                     figure='sparsity_scaling_logreg',
-                                     algorithms=('flare', 'ec'), baseline='fedavg',
-                                     target_round=r)), '>', 'SLOPE') for r in (5, 20)),
-        note="The paper's exponents are -0.5 (FLARE) and -1 (EC) for a bound; the test asks "
-             "that FLARE's slope be shallower than EC's by SLOPE, at two targets."),
-    spec.Claim(
-        'masking', 'With minibatch training little of the masking penalty survives averaging, '
-        'whatever the data', ('masking_grid_100rounds',),
-        holds=(Test(Measure('survival', 'S / S_max, second half, minibatch cells (the largest)',
-                            dict(cells=_MINIBATCH_CELLS, reduce='max')), '<=', 'LITTLE'),)),
-    spec.Claim(
-        'masking', 'Full-batch training keeps S near S_max', ('masking_grid_100rounds',),
-        holds=(Test(Measure('survival', 'S / S_max, second half, full-batch cells (the '
-                            'smallest)', dict(cells=_FULLBATCH_CELLS, reduce='min')), '>=',
-                    'SURVIVES'),),
-        partly=(Test(Measure('survival', 'the largest', dict(cells=_FULLBATCH_CELLS,
-                                                             reduce='max')), '>=', 'SURVIVES'),)),
-    spec.Claim(
-        'masking', 'Where S survives, training is worst: no configuration has both',
-        ('masking_grid_100rounds', 'masking_batch_sweep'),
-        holds=(Test(Measure('survives_and_trains', 'cells and batch sizes above LITTLE with '
-                            'accuracy TRAINS or more', dict(
-                                cells=_MINIBATCH_CELLS + _FULLBATCH_CELLS + _SWEEP)), '<=',
-                    'ZERO'),),
-        shows=(Measure('cells', 'the grid, S / S_max (second half) / final accuracy', dict(
-            cells=_MINIBATCH_CELLS + _FULLBATCH_CELLS)),
-               Measure('accuracy_falls_with_survival', 'the batch sweep', dict(
-                   cells=_SWEEP)))),
-    spec.Claim(
-        'FLARE', 'F3 (results, MNIST): "at 99.999 % sparsity FLARE\'s test accuracy is almost '
-        'level with uncompressed FedAvg, and clearly better than FFL, EF21, FedProx and '
-        'classic error correction"; here the CNN, every client every round',
-        ('mnist_cnn_full',),
-        holds=(Test(Measure('gap', 'FedAvg minus FLARE, round 300', dict(
-            select=_CNN_FULL, above='fedavg', below='flare', round=300)), '<=', 'NEAR'),
-               Test(Measure('smallest_margin', 'FLARE over the best of EC, EF21, EC+FedProx '
-                            'and EC-FFL, every seed, round 300', dict(
-                                selects=(_CNN_FULL,), above='flare', below=_F3_OTHERS,
-                                round=300)), '>', 'NEAR')),
-        partly=(Test(Measure('smallest_margin', 'FLARE over the best of EC, EF21, EC+FedProx '
-                             'and EC-FFL, every seed, round 300', dict(
-                                 selects=(_CNN_FULL,), above='flare', below=_F3_OTHERS,
-                                 round=300)), '>', 'ZERO'),),
-        shows=tuple(_at(a, _CNN_FULL, r, f'{charts_label}, round {r}')
-                    for r in (300, 1000) for a, charts_label in (
-                        ('fedavg', 'FedAvg'), ('flare', 'FLARE'), ('ec', 'EC'),
-                        ('ef21_dense', 'EF21'), ('ec_fedprox', 'EC+FedProx'),
-                        ('ec_ffl', 'EC-FFL')))),
+        'ours: the lead at sparse R', (),
+        "Without the double softmax, FLARE is above EC at R = "
+        '0.001 and 0.0001 % in every seed at every evaluation to round 300; where not, the row '
+        'says where',
+        'The CNN without its second softmax, 3 of 10 clients, 3 seeds, to round 300. FLARE\'s '
+        'pull (tau) decays every round, so its lead is read round by round.',
+        ('sparsity_fixed_cnn3',),
+        holds=(Test(_LEAD_EARLY, '==', 'ALL'),),
+        partly=(Test(_LEAD_EARLY, '>', 'ZERO'),),
+        shows=tuple(Measure('lead_rounds', f'the same at R = {r} %', dict(
+            selects=(_FIXED_R[r],), above='flare', below='ec', round=300)) for r in _R_ALL) +
+        tuple(Measure('smallest_margin', f'FLARE minus EC, smallest over seeds at R = 0.001 and '
+                      f'0.0001 %, round {r}', dict(
+                          selects=(_FIXED_R[0.001], _FIXED_R[0.0001]), above='flare',
+                          below=('ec',), round=r)) for r in (50, 100, 300))),
 )

@@ -28,26 +28,38 @@ def _paper_of(figure: spec.Figure) -> str:
   return 'Ours'
 
 
+def _quote(sentence: spec.Sentence) -> str:
+  return f'> **{sentence.id}** ({sentence.part}; about: {sentence.setting}): {sentence.words}'
+
+
 def _claims_section(results: runs_lib.Results, claims: Sequence[spec.Claim]) -> str:
-  rows = ['| # | paper | claim | verdict | figures |', '|---:|---|---|---|---|']
+  rows = ['| # | sentence | what the rule asks | verdict | figures |', '|---:|---|---|---|---|']
   details = []
   for number, claim in enumerate(claims, start=1):
     word, tests = claims_lib.verdict(results, claim)
     links = ', '.join(f'[{name}](#{name})' for name in claim.figures)
-    rows.append(f'| {number} | {claim.paper} | {claim.sentence} | **{word}** | {links} |')
+    rows.append(f'| {number} | {claim.name} | {claim.claim} | **{word}** | {links} |')
+    quotes = [_quote(sentence) for sentence in claim.quotes] or [
+        '> Ours: no sentence of the papers; a check of what the runs show.']
     lines = ([f'- runs: {claims_lib.progress_text(results, claim)}; the tests so far:']
              if word == 'in progress' else [])
     lines += [f'- test: {t}' for t in tests]
     lines += [f'- {m.label}: {claims_lib.measure(results, m).text}' for m in claim.shows]
     if claim.note:
       lines.append(f'- {claim.note}')
-    details.append(f'**{number}. {claim.sentence}**: {word}.\n\n' + '\n'.join(lines))
+    details.append(f'**{number}. {claim.name}: {claim.claim}**: {word}.\n\n' +
+                   '\n>\n'.join(quotes) + f'\n\nHere: {claim.here}\n\n' + '\n'.join(lines))
   thresholds = ', '.join(f'{name} = {value:g}' for name, value in claims_lib.THRESHOLDS.items())
-  return ('## The claims\n\nEach verdict follows the rule of its row, on finished runs only: '
+  return ('## The claims\n\nEach row quotes the sentence it tests (ids as in the papers\' '
+          'summaries: F1-F10 FLARE, M1-M6 masking; "ours" rows are checks of our own) and says '
+          'where it is tested. Each verdict follows the rule of its row, on finished runs only: '
           '**holds** when every test passes, **partly** when a partial test does, **does not '
           'hold** when neither does; **in progress** while a run the claim reads has not '
           'reached its declared rounds (the tests show the reading so far), **not tested** '
-          'without runs (`experiments/claims.py`). The papers state no thresholds; ours: '
+          'without runs (`experiments/claims.py`). A comparative sentence compares FLARE with '
+          'the methods it names in every seed, by its final window (the mean of the last '
+          f'{claims_lib.WINDOW} evaluations) and by the rounds to a target; "in k of n seeds" '
+          'says how many. The papers state no thresholds; ours: '
           f'{thresholds}. One seed is a hint, not an effect.\n\n' + '\n'.join(rows) + '\n\n' +
           '\n\n'.join(details) + '\n')
 

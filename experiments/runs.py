@@ -205,8 +205,9 @@ def peak_gib(run_dir: pathlib.Path) -> Optional[float]:
 def rounds_done(run_dir: pathlib.Path) -> int:
   """Rounds a run has finished: the later of its summary's and its latest checkpoint's (a run
   finished in pieces keeps the summary of its last finished piece while an interrupted later
-  piece has checkpointed further); without either, the rounds its metrics.csv records (a run
-  stopped for good, committed as it was); else 0."""
+  piece has checkpointed further); without either, the last round its metrics.csv evaluated
+  (a run stopped for good, committed as it was: rounds trained after its last evaluation
+  show in no curve and cannot be resumed); else 0."""
   summarized = 0
   try:
     recorded = summary(run_dir)
@@ -218,11 +219,11 @@ def rounds_done(run_dir: pathlib.Path) -> int:
   if summarized or versions or not (pathlib.Path(run_dir) / METRICS).exists():
     return max(versions + [summarized])
   try:
-    trained = [int(row['round']) for row in rows(run_dir)
-               if any(k.endswith('/round_seconds') and v is not None for k, v in row.items())]
+    evaluated = [int(row['round']) for row in rows(run_dir)
+                 if any(k.endswith('/eval/accuracy') and v is not None for k, v in row.items())]
   except RunFileError:
     return 0
-  return max(trained) + 1 if trained else 0
+  return max(evaluated, default=0)
 
 
 def seconds_per_round(run_dir: pathlib.Path) -> Optional[float]:

@@ -213,15 +213,32 @@ class Test:
 
 
 @dataclasses.dataclass(frozen=True)
+class Sentence:
+  """A sentence of a paper as `PAPER_CLAIMS.md` gives it: its id (F1-F10 FLARE, M1-M6
+  masking), the part of the paper it is in, its words and the setting it is made in."""
+
+  id: str
+  part: str
+  words: str
+  setting: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Claim:
   """A claim and its verdict (`experiments/claims.py`): **not tested** before its runs start,
   **in progress** until they reach their declared rounds (or the last round the claim reads);
   then **holds** when every test of `holds` passes; else **partly** when a test of `partly`
   does; else **does not hold** when a test of `holds` fails. `shows` are measured and
-  reported beside."""
+  reported beside.
 
-  paper: str
-  sentence: str
+  `name` is the row's short name (a sentence's id, or `ours: ...`); `quotes` are the papers'
+  sentences the rule tests, none for a claim of ours; `claim` is what the rule asks, in a line;
+  `here` is the setting of the runs it reads and how that differs from the sentences'."""
+
+  name: str
+  quotes: tuple[Sentence, ...]
+  claim: str
+  here: str
   figures: tuple[str, ...]
   holds: tuple[Test, ...]
   partly: tuple[Test, ...] = ()

@@ -3,7 +3,9 @@ holds and where it does not, and the verdict's order."""
 
 import dataclasses
 import json
+import os
 import pathlib
+import re
 import tempfile
 
 from absl.testing import parameterized
@@ -16,6 +18,9 @@ from experiments import runs
 from experiments import spec
 from tests.experiments import synthetic_runs
 from tff_flare.experiment import config as config_lib
+
+PAPER_CLAIMS = pathlib.Path(os.environ.get(
+    'TFF_FLARE_SHARED', pathlib.Path(__file__).resolve().parents[3] / 'shared')) / 'PAPER_CLAIMS.md'
 
 # A scenario: (figure name, the run's recorded configuration, algorithm) -> the algorithm's
 # accuracy(round), or with `loss` its test loss(round); `survival` the masking cells' S/S_max.
@@ -63,8 +68,8 @@ def _write(base: pathlib.Path, figures, scenario: Scenario) -> None:
                                density=config['keep_percent'] / 100, extra=extra)
 
 
-def _claim(number: int) -> spec.Claim:
-  return manifest.CLAIMS[number - 1]
+def _claim(name: str) -> spec.Claim:
+  return next(c for c in manifest.CLAIMS if c.name == name)
 
 
 def _flat(value):
@@ -87,71 +92,99 @@ def _by(default: float, **values):
   return lambda name, config, algorithm, r: values.get(algorithm, default)
 
 
+def _ramps(default: tuple[float, float], **ramps: tuple[float, float]):
+  """accuracy by algorithm: (level, rounds) climbs linearly from 0 to `level` in `rounds`."""
+  def accuracy(name, config, algorithm, r):
+    level, rounds = ramps.get(algorithm, default)
+    return min(level, level * r / rounds)
+  return accuracy
+
+
+# FLARE ahead of the others at the end and first to their level; and the reverse.
+_AHEAD = Scenario(_ramps((0.4, 100), flare=(0.8, 20), fedavg=(0.82, 20)))
+_BEHIND = Scenario(_ramps((0.4, 100), flare=(0.3, 100), ec=(0.9, 20), fedavg=(0.92, 20)))
+
 SCENARIOS = {
-    # 1: EC near FedAvg at R = 0.1 %, a third of it at R = 0.0001 %.
-    1: (Scenario(lambda n, c, a, r: (0.92 if a == 'fedavg' else 0.9 if c['keep_percent'] >= 0.1
-                                     else 0.3)), Scenario(_by(0.5, fedavg=0.92))),
-    2: (Scenario(_by(0.5, flare=0.9, fedavg=0.92)),
-        Scenario(_by(0.5, flare=0.4, ec=0.6, ef21_dense=0.6, fedavg=0.92))),
-    3: (Scenario(lambda n, c, a, r: min(0.8, r / (100 if a == 'flare' else 500))),
-        Scenario(lambda n, c, a, r: min(0.8, r / (500 if a == 'flare' else 100)))),
-    4: (Scenario(_by(0.4, flare=0.8, fedavg=0.9)), Scenario(_by(0.4, ec=0.9))),
-    5: (Scenario(_by(0.3, flare=0.6)),
-        Scenario(lambda n, c, a, r: 0.9 if a == 'flare' and c['double_softmax'] is False
-                 else 0.5)),
-    7: (Scenario(_by(0.3, flare=0.88, fedavg=0.9)), Scenario(_by(0.3, flare=0.25, fedavg=0.9))),
-    8: (Scenario(_by(0.2, flare=0.5, fedavg=0.6)), Scenario(_by(0.2, ec=0.6))),
-    9: (Scenario(_flat(0.3), loss=lambda n, c, a, r: {'fedavg': 1.95, 'flare': 2.0}.get(a, 3.0)),
-        Scenario(_flat(0.3), loss=lambda n, c, a, r: {'fedavg': 1.95, 'flare': 3.0}.get(a, 2.5))),
-    10: (Scenario(_by(0.8, flare=0.9)), Scenario(_by(0.9, flare=0.8))),
-    11: (Scenario(_flat(0.5), loss=_scaling_loss(dict(flare=0.5, ec=1.0))),
-         Scenario(_flat(0.5), loss=_scaling_loss(dict(flare=1.0, ec=0.5)))),
-    12: (Scenario(_flat(0.6), survival=lambda c: 0.1), Scenario(_flat(0.6), survival=lambda c: 0.5)),
-    13: (Scenario(_flat(0.3), survival=lambda c: 0.9), Scenario(_flat(0.3), survival=lambda c: 0.1)),
-    14: (Scenario(_flat(0.3), survival=lambda c: 0.5),
-         Scenario(lambda n, c, a, r: 0.7 if c['batch_size'] == 0 else 0.3,
-                  survival=lambda c: 0.5)),
-    15: (Scenario(_by(0.5, flare=0.9, fedavg=0.92)),
-         Scenario(_by(0.5, flare=0.52, ec_ffl=0.55, fedavg=0.92))),
+    # EC near FedAvg at R = 0.1 % on the fixed CNN, a third of it at R = 0.0001 %.
+    'F1': (Scenario(lambda n, c, a, r: (0.97 if a == 'fedavg' else 0.95 if c['keep_percent']
+                                        >= 0.1 else 0.3)), Scenario(_by(0.5, fedavg=0.97))),
+    'F2': (Scenario(_by(0.5, flare=0.9, fedavg=0.92)),
+           Scenario(_by(0.5, flare=0.4, ec=0.6, ef21_dense=0.6, fedavg=0.92))),
+    'F3 (CNN)': (Scenario(_ramps((0.5, 200), flare=(0.9, 50), fedavg=(0.92, 50))),
+                 Scenario(_ramps((0.5, 50), flare=(0.52, 200), ec_ffl=(0.55, 50),
+                                 fedavg=(0.92, 50)))),
+    'F3 (FC)': (Scenario(_ramps((0.5, 200), flare=(0.9, 50), fedavg=(0.92, 50))),
+                Scenario(_ramps((0.5, 50), flare=(0.52, 200), ec_ffl=(0.55, 50),
+                                fedavg=(0.92, 50)))),
+    'F4': (Scenario(_ramps((0.2, 40), flare=(0.5, 40), fedavg=(0.6, 40))),
+           Scenario(_ramps((0.2, 40), ec=(0.6, 20)))),
+    # Constant losses: FLARE on FedAvg's curve and below EC's; then above both.
+    'F5': (Scenario(_flat(0.3), loss=lambda n, c, a, r: {'fedavg': 1.95, 'flare': 2.0}.get(a, 3.0)),
+           Scenario(_flat(0.3), loss=lambda n, c, a, r: {'fedavg': 1.95, 'flare': 3.0}.get(a, 2.5))),
+    'F6': (_AHEAD, _BEHIND),
+    'F7': (_AHEAD, _BEHIND),
+    'F9': (Scenario(_flat(0.5), loss=_scaling_loss(dict(flare=0.5, ec=1.0))),
+           Scenario(_flat(0.5), loss=_scaling_loss(dict(flare=1.0, ec=0.5)))),
+    'M3, M4': (Scenario(_flat(0.6), survival=lambda c: 0.1),
+               Scenario(_flat(0.6), survival=lambda c: 0.5)),
+    'M5': (Scenario(_flat(0.3), survival=lambda c: 0.9),
+           Scenario(_flat(0.3), survival=lambda c: 0.1)),
+    'M6': (Scenario(_flat(0.3), survival=lambda c: 0.5),
+           Scenario(lambda n, c, a, r: 0.7 if c['batch_size'] == 0 else 0.3,
+                    survival=lambda c: 0.5)),
+    'ours: fewer rounds': (Scenario(lambda n, c, a, r: min(0.8, r / (100 if a == 'flare' else 500))),
+                           Scenario(lambda n, c, a, r: min(0.8, r / (500 if a == 'flare' else 100)))),
+    'ours: the plateau': (Scenario(_by(0.3, flare=0.6)),
+                          Scenario(lambda n, c, a, r: 0.9 if a == 'flare' and
+                                   c['double_softmax'] is False else 0.5)),
+    'ours: the lead at sparse R': (Scenario(_by(0.8, flare=0.9)), Scenario(_by(0.9, flare=0.8))),
 }
 
 
 class ClaimRulesTest(parameterized.TestCase, tf.test.TestCase):
 
-  def _verdict(self, number: int, scenario: Scenario) -> tuple[str, list[str]]:
-    claim = _claim(number)
+  def _verdict(self, name: str, scenario: Scenario) -> tuple[str, list[str]]:
+    claim = _claim(name)
     base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
     _write(base, claims.figures_read(claim) | set(claim.figures), scenario)
     return claims.verdict(runs.Results(base, manifest.FIGURES), claim)
 
   @parameterized.parameters(sorted(SCENARIOS))
-  def test_the_rule_holds_where_it_should_and_not_where_it_should_not(self, number):
-    holding, failing = SCENARIOS[number]
-    verdict, lines = self._verdict(number, holding)
-    self.assertEqual(verdict, 'holds', lines)
-    verdict, lines = self._verdict(number, failing)
-    self.assertEqual(verdict, 'does not hold', lines)
+  def test_the_rule_holds_where_it_should_and_not_where_it_should_not(self, name):
+    holding, failing = SCENARIOS[name]
+    verdict, lines = self._verdict(name, holding)
+    self.assertEqual(verdict, 'holds', str(lines))
+    verdict, lines = self._verdict(name, failing)
+    self.assertEqual(verdict, 'does not hold', str(lines))
 
   def test_local_epochs_hold_partly_without_the_epochs_not_run(self):
-    # E = 16 and 32 have no runs: FLARE steady over E = 1, 4, 8 is "partly", never "holds".
-    verdict, lines = self._verdict(6, Scenario(_by(0.4, flare=0.6)))
-    self.assertEqual(verdict, 'partly', lines)
-    verdict, lines = self._verdict(6, Scenario(
-        lambda n, c, a, r: 0.3 if a == 'flare' and c['local_epochs'] == 4 else 0.6))
-    self.assertEqual(verdict, 'does not hold', lines)
+    # E = 16 and 32 have no runs: FLARE ahead at E = 4 and 8 is "partly", never "holds".
+    verdict, lines = self._verdict('F8', _AHEAD)
+    self.assertEqual(verdict, 'partly', str(lines))
+    verdict, lines = self._verdict('F8', _BEHIND)
+    self.assertEqual(verdict, 'does not hold', str(lines))
+
+  def test_a_comparison_that_holds_in_some_seeds_says_how_many(self):
+    # FLARE above EC and EF21 at the end in seed 0 only, first to the target in every seed.
+    verdict, lines = self._verdict('F7', Scenario(
+        lambda n, c, a, r: _ramps((0.4, 100), flare=(0.8 if c['seed'] == 0 else 0.35, 20))(
+            n, c, a, r)))
+    self.assertEqual(verdict, 'partly', str(lines))
+    self.assertIn('ahead by more than ZERO in 1 of 3 seeds', lines[0])
+    self.assertIn('FLARE first in 3 of 3 seeds', lines[1])
 
   def test_partly_and_not_tested(self):
-    # Claim 2: FLARE ahead of EC and EF21 everywhere but far below FedAvg: partly.
-    verdict, _ = self._verdict(2, Scenario(_by(0.3, flare=0.6, fedavg=0.95)))
+    # F2: FLARE far above EC but far below FedAvg: partly.
+    verdict, _ = self._verdict('F2', Scenario(_by(0.3, flare=0.6, fedavg=0.95)))
     self.assertEqual(verdict, 'partly')
     base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
-    verdict, lines = claims.verdict(runs.Results(base, manifest.FIGURES), _claim(8))
+    verdict, lines = claims.verdict(runs.Results(base, manifest.FIGURES), _claim('F4'))
     self.assertEqual(verdict, 'not tested')
     self.assertIn('no runs', lines[0])
 
   def test_a_claim_with_an_unfinished_run_is_in_progress_never_a_verdict(self):
-    claim = _claim(2)
-    for scenario in SCENARIOS[2]:
+    claim = _claim('F2')
+    for scenario in SCENARIOS['F2']:
       base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
       _write(base, claims.figures_read(claim), scenario)
       results = runs.Results(base, manifest.FIGURES)
@@ -161,26 +194,65 @@ class ClaimRulesTest(parameterized.TestCase, tf.test.TestCase):
       summary.write_text(json.dumps(dict(json.loads(summary.read_text()),
                                          rounds=declared // 2)))
       verdict, lines = claims.verdict(runs.Results(base, manifest.FIGURES), claim)
-      self.assertEqual(verdict, 'in progress', lines)
+      self.assertEqual(verdict, 'in progress', str(lines))
       self.assertIn(f'{ref} round {declared // 2} of {declared}',
                     claims.progress_text(results, claim))
       self.assertNotEmpty(lines)  # The reading so far.
 
+  def test_a_run_stopped_for_good_before_its_last_evaluation_is_not_finished(self):
+    # A run committed as it stopped (no summary, no checkpoint) that trained every declared
+    # round but did not evaluate the last one: the claim stays in progress.
+    claim = _claim('F7')
+    base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    _write(base, claims.figures_read(claim), _AHEAD)
+    results = runs.Results(base, manifest.FIGURES)
+    ref = claims.runs_read(results, claim)[0]
+    declared = results.run(ref).rounds
+    config = json.loads((base / ref / 'config.json').read_text())['config']
+    algorithms = config.pop('algorithms')
+    synthetic_runs.write_run(base / ref, {a: (lambda r: 0.5) for a in algorithms}, config,
+                             declared, range(0, declared, 10), summary=False)
+    (base / ref / 'summary.json').unlink()
+    verdict, lines = claims.verdict(runs.Results(base, manifest.FIGURES), claim)
+    self.assertEqual(verdict, 'in progress', str(lines))
+    self.assertIn(f'{ref} round {declared - 10} of {declared}',
+                  claims.progress_text(runs.Results(base, manifest.FIGURES), claim))
+
   def test_with_no_runs_every_claim_is_not_tested(self):
     results = runs.Results(pathlib.Path(self.get_temp_dir()) / 'empty', manifest.FIGURES)
-    for number, claim in enumerate(manifest.CLAIMS, 1):
-      self.assertNotEmpty(claims.runs_read(results, claim), msg=number)
+    for claim in manifest.CLAIMS:
+      self.assertNotEmpty(claims.runs_read(results, claim), msg=claim.name)
       verdict, lines = claims.verdict(results, claim)
-      self.assertEqual(verdict, 'not tested', msg=(number, lines))
+      self.assertEqual(verdict, 'not tested', msg=(claim.name, lines))
 
   def test_every_claim_has_a_scenario_and_reads_declared_figures(self):
-    self.assertEqual(sorted(list(SCENARIOS) + [6]), list(range(1, len(manifest.CLAIMS) + 1)))
-    names = {f.name for f in manifest.FIGURES}
+    names = [c.name for c in manifest.CLAIMS]
+    self.assertLen(set(names), len(names))
+    self.assertCountEqual(list(SCENARIOS) + ['F8'], names)
+    figures = {f.name for f in manifest.FIGURES}
     for claim in manifest.CLAIMS:
-      self.assertContainsSubset(claims.figures_read(claim) | set(claim.figures), names)
+      self.assertContainsSubset(claims.figures_read(claim) | set(claim.figures), figures)
+      self.assertEqual(claim.name.startswith('ours'), not claim.quotes, claim.name)
       for test in claim.holds + claim.partly:
         self.assertIn(test.threshold, claims.THRESHOLDS)
         self.assertIn(test.measure.kind, claims.MEASURES)
+
+  def test_the_quoted_sentences_are_the_papers_words(self):
+    """Each sentence as `PAPER_CLAIMS.md` gives it (skipped without ../shared, unless
+    TFF_FLARE_REQUIRE_SHARED=1)."""
+    if not PAPER_CLAIMS.exists():
+      if os.environ.get('TFF_FLARE_REQUIRE_SHARED') == '1':
+        self.fail(f'{PAPER_CLAIMS} is missing.')
+      self.skipTest(f'{PAPER_CLAIMS} is missing')
+    rows = {}
+    for line in PAPER_CLAIMS.read_text().splitlines():
+      match = re.match(r'\| ([FM]\d+) \| (.*?) \| (.*) \| (.*?) \|$', line)
+      if match:
+        rows[match.group(1)] = match.groups()[1:]
+    self.assertLen(rows, 16)
+    self.assertCountEqual(manifest.SENTENCES, rows)
+    for key, sentence in manifest.SENTENCES.items():
+      self.assertEqual((sentence.part, sentence.words, sentence.setting), rows[key], key)
 
 
 if __name__ == '__main__':

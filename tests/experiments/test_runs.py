@@ -73,8 +73,9 @@ class ReadTest(tf.test.TestCase):
   def test_rounds_done_is_the_later_of_summary_and_checkpoint_else_the_rows(self):
     run = self.base / 'run'
     self.assertEqual(runs.rounds_done(run), 0)
-    synthetic_runs.write_run(run, {'flare': _constant(0.1)}, _CONFIG, 7, (0,), summary=False)
-    self.assertEqual(runs.rounds_done(run), 7)  # Stopped for good, no checkpoint: its rows.
+    synthetic_runs.write_run(run, {'flare': _constant(0.1)}, _CONFIG, 7, (0, 4), summary=False)
+    # Stopped for good, no checkpoint: the last round it evaluated (it trained 7).
+    self.assertEqual(runs.rounds_done(run), 4)
     (run / 'summary.json').write_text(json.dumps({'rounds': 5}))  # A first piece.
     self.assertEqual(runs.rounds_done(run), 5)
     (run / 'checkpoints' / 'program_state_270').mkdir(parents=True)  # A later piece.
