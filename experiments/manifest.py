@@ -69,7 +69,10 @@ MNIST_CNN_3OF10_SEEDS = spec.Figure(
     reading='FLARE leaves EC and EF21 behind early in every seed; by the authors\' 1,000 '
             'rounds EC reaches FLARE\'s plateau, where whole classes stay dead (the double '
             'softmax).',
-    image='seeds_300.png')
+    image='seeds_300.png',
+    differs="The authors' setting (3 of 10 clients a round, R = 0.001 %, their CNN with its "
+            'double softmax); three client-sampling seeds to 300 rounds and two to 1,000, '
+            'where the paper shows one run.')
 
 # The papers' headline MNIST setting (F3): every client trains every round, R = 0.001 %.
 FULL = 'flare,ec,ef21_dense,ec_fedprox,ec_ffl,fedavg'
@@ -91,12 +94,16 @@ MNIST_CNN_FULL = spec.Figure(
                         (50, 100, 150, 200, 250, 300)),
         seed0_1001=Group('MNIST CNN, every client every round, to 1,000 rounds', ('seed0',),
                          (100, 300, 500, 700, 1000)))),),
-    reading='FLARE climbs first and then levels off; EC, EF21, EC+FedProx and EC-FFL reach '
-            "FLARE's level later, FedAvg stays far above all of them. EC+FedProx equals EC bit "
+    reading='FLARE climbs first and then levels off; EC, EF21, EC+FedProx and EC-FFL climb '
+            "later, and whether they reach FLARE's level by round 300 depends on the initial "
+            'model; FedAvg stays far above all of them. EC+FedProx equals EC bit '
             'for bit (its one penalized local step starts at the server model, where the '
             'proximal gradient is zero), and EC-FFL equals EC until its test-loss feedback '
             'first changes a round.',
-    image='seeds_300.png')
+    image='seeds_300.png',
+    differs="The authors' setting (every client every round, R = 0.001 %); three initial "
+            "models (the authors' and two others) to 300 rounds and the authors' to 1,000, "
+            'where the paper shows one run.')
 
 MNIST_FC_FULL = spec.Figure(
     name='mnist_fc_full',
@@ -108,7 +115,10 @@ MNIST_FC_FULL = spec.Figure(
                                  seed=0), 300, joins='seed0')),
     draw=(spec.SeedCurves(dict(curves=Group('MNIST FC, every client every round', ('seed0',),
                                             (50, 100, 150, 200, 250, 300)))),),
-    image='curves.png')
+    image='curves.png',
+    differs="The authors' setting (every client every round, R = 0.001 %), one seed to 300 of"
+            " the paper's 1,000 rounds, in two processes of three algorithms (the six in one "
+            'process do not fit this machine).')
 
 MNIST_CNN_3OF10 = spec.Figure(
     name='mnist_cnn_3of10',
@@ -120,7 +130,9 @@ MNIST_CNN_3OF10 = spec.Figure(
                                             (100, 200, 300)))),),
     reading="TFF's FedAvg and the project's FedAvg train alike; EC+FedProx equals EC with one "
             'local step.',
-    image='curves.png')
+    image='curves.png',
+    differs="The authors' setting with TFF's FedAvg added beside theirs (not in the paper); "
+            'one seed, 300 rounds.')
 
 MNIST_CNN_5OF10_SEEDS, MNIST_CNN_7OF10_SEEDS = (spec.Figure(
     name=f'mnist_cnn_{m}of10_seeds',
@@ -131,7 +143,9 @@ MNIST_CNN_5OF10_SEEDS, MNIST_CNN_7OF10_SEEDS = (spec.Figure(
     draw=(spec.SeedCurves(dict(seeds=Group(f'MNIST CNN, {m} of 10 clients a round', (
         'seed0', 'seed1', 'seed2'), tuple(range(50, rounds + 1, 50))))),),
     reading='More clients a round bring FLARE and EC up faster.',
-    image='seeds.png') for m, rounds in ((5, 200), (7, 150)))
+    image='seeds.png',
+    differs=f"The authors' setting with {m} of 10 clients a round; three seeds to {rounds} "
+            "rounds (the paper: 1,000).") for m, rounds in ((5, 200), (7, 150)))
 
 SPARSITY_CNN3 = spec.Figure(
     name='sparsity_cnn3',
@@ -148,9 +162,12 @@ SPARSITY_CNN3 = spec.Figure(
         f'mnist_cnn_3of10_seeds/rounds1001_seed{s}' for s in (0, 1)),
     draw=(spec.AgainstParameter('accuracy_vs_sparsity', 'keep_percent', (100, 300, 1000),
                                 ('flare', 'ec', 'ef21_dense')),),
-    reading='At 300 rounds FLARE is ahead of EC and EF21 at every R; at 1,000 the two '
-            'error-feedback methods meet on the double-softmax plateau.',
-    image='accuracy_vs_sparsity.png')
+    reading="At 300 rounds FLARE's mean is ahead of EC's and EF21's at every R; at 1,000 the "
+            'two error-feedback methods meet on the double-softmax plateau.',
+    image='accuracy_vs_sparsity.png',
+    differs="R from 0.0001 to 0.1 % on the CNN with 3 of 10 clients a round (the papers' "
+            'summary does not say which participation its sparsity results use); one seed to '
+            '1,000 rounds, three to 300.')
 
 FIXED_CNN_LEARNING_RATE = spec.Figure(
     name='fixed_cnn_learning_rate',
@@ -196,7 +213,9 @@ SPARSITY_FIXED_CNN3 = spec.Figure(
     draw=(spec.AgainstParameter('accuracy_vs_sparsity', 'keep_percent', (100, 200, 300),
                                 ('flare', 'ec')),),
     reading='Where EC falls behind as R shrinks, and whether FLARE keeps its accuracy there.',
-    image='accuracy_vs_sparsity.png')
+    image='accuracy_vs_sparsity.png',
+    differs='Not a figure of the paper: the sweep of sparsity_cnn3 on the CNN without the '
+            "authors' double softmax, three seeds to 300 rounds.")
 
 LOCAL_EPOCHS_CNN3 = spec.Figure(
     name='local_epochs_cnn3',
@@ -212,7 +231,9 @@ LOCAL_EPOCHS_CNN3 = spec.Figure(
         E4=Group('E = 4', tuple(f'E4_seed{s}' for s in SEEDS), (100, 200, 300)),
         E8=Group('E = 8', ('E8_seed0',), (100, 200, 300)))),),
     reading='More local epochs lift EC towards FLARE; FLARE keeps its own accuracy.',
-    image='E4.png')
+    image='E4.png',
+    differs="E = 4 (three seeds) and 8 (one seed) of the paper's 4, 8, 16 and 32 (16 and 32 "
+            'not run), on the CNN with 3 of 10 clients a round, 300 rounds.')
 
 CLASS_IMBALANCE_CNN = spec.Figure(
     name='class_imbalance_cnn',
@@ -224,7 +245,9 @@ CLASS_IMBALANCE_CNN = spec.Figure(
         f'seed{s}' for s in SEEDS), (100, 200, 300)))),),
     reading='With one dominant class per client every compressed method lags far behind '
             'FedAvg.',
-    image='curves.png')
+    image='curves.png',
+    differs='The paper gives no partition: ours gives each of 10 clients 80 % of one class; '
+            'every client every round, three seeds to 300 rounds.')
 
 FC3_1000ROUNDS = spec.Figure(
     name='fc3_1000rounds',
@@ -259,7 +282,10 @@ FC3_1000ROUNDS = spec.Figure(
         R0_0001=Group('FC, R = 0.0001 %', ('R0.0001',), (100, 200, 300)))),),
     reading='Unlike on the CNN, EC does not catch up with FLARE by the 1,000th round; FedAvg '
             'stays above both.',
-    image='R0_001.png')
+    image='R0_001.png',
+    differs="The authors' setting on the FC (3 of 10 clients a round, R = 0.001 %) to their "
+            '1,000 rounds from one initial model (model seed 0; their FC is unseeded), two '
+            'unseeded runs to 200 and 440 rounds, and R = 0.0001 % to 300.')
 
 EC_FFL_CNN3 = spec.Figure(
     name='ec_ffl_cnn3',
@@ -269,7 +295,9 @@ EC_FFL_CNN3 = spec.Figure(
     draw=(spec.SeedCurves(dict(curves=Group('EC-FFL and EC', ('seed0',), (50, 100)))),),
     reading="EC barely trains here, so EC-FFL's R never changes a top-k count and it equals "
             'EC.',
-    image='curves.png')
+    image='curves.png',
+    differs="The authors' EC-FFL on the CNN with 3 of 10 clients a round; one seed, 100 "
+            'rounds.')
 
 VGG11_CIFAR10_SHORT = spec.Figure(
     name='vgg11_cifar10_short',
@@ -286,7 +314,10 @@ VGG11_CIFAR10_SHORT = spec.Figure(
             "round keeps the authors' 25 local steps a client but each step sees 8 of the "
             "client's images instead of 500 (250 contiguous clients of 200, the first 4 in "
             'use), so a round costs seconds, not minutes, on one core.',
-    image='curves.png')
+    image='curves.png',
+    differs='A stand-in: VGG11 where the paper reports VGG16; each local step sees 8 of a '
+            "client's images where the authors' sees 500; one initial model; 200 rounds where"
+            ' the paper reads rounds 410 and 1,000.')
 
 GRU_SHAKESPEARE_SHORT = spec.Figure(
     name='gru_shakespeare_short',
@@ -298,7 +329,10 @@ GRU_SHAKESPEARE_SHORT = spec.Figure(
     reading="The authors' GRU and hyperparameters; the offline play has two roles with more "
             'than 30 batches (the authors take ten), and a round trains one of them on all its '
             'batches; the test loss is read on the full test stream.',
-    image='curves.png')
+    image='curves.png',
+    differs='A stand-in: the offline play has two roles with more than 30 batches where the '
+            'paper has 10 clients; one role trains a round, on all its batches; one seed, 150'
+            ' rounds.')
 
 SPARSITY_SCALING_LOGREG = spec.Figure(
     name='sparsity_scaling_logreg',
@@ -313,7 +347,9 @@ SPARSITY_SCALING_LOGREG = spec.Figure(
             "10 local steps of 600; FLARE with the FC's TAU and c; the loss is the clients' own "
             "training objective. delta is the kept fraction measured: the authors' top-k "
             'keeps at least one entry of each tensor, so at the sparsest R delta barely moves.',
-    image='scaling.png')
+    image='scaling.png',
+    differs='Not an experiment of the paper: its convex bound (F9) measured on multinomial '
+            'logistic regression, 10 IID clients, eight kept fractions, three seeds.')
 
 # ---------------------------------------------------------------------------------------------
 # Update masking ("How much regularization survives averaging?").
@@ -331,7 +367,10 @@ MASKING_GRID_100ROUNDS = spec.Figure(
     draw=(spec.MaskingTable(),),
     reading='With minibatch training little of the masking penalty survives averaging, '
             'whatever the data; full batches keep it on near-IID data and train worst.',
-    image='survival_vs_accuracy.png')
+    image='survival_vs_accuracy.png',
+    differs="The article's grid (CIFAR-10, 100 clients, 10 a round, minibatch against full "
+            'batch, six partitions), unmasked deltas (mask_none) to 100 rounds, one model '
+            'seed.')
 
 MASKING_BATCH_SWEEP = spec.Figure(
     name='masking_batch_sweep',
@@ -342,7 +381,9 @@ MASKING_BATCH_SWEEP = spec.Figure(
                 dict(batch_size=(32, 64, 128, 256, 0)), binary=spec.RUN_MASKING),),
     draw=(spec.MaskingTable(),),
     reading='Survival rises with the batch and accuracy falls with it.',
-    image='survival_vs_accuracy.png')
+    image='survival_vs_accuracy.png',
+    differs='Not in the article: the IID cell from batch 32 to the full batch at one epoch '
+            'and one learning rate, 100 rounds.')
 
 MASKING_SHORT = spec.Figure(
     name='masking',
@@ -359,7 +400,9 @@ MASKING_SHORT = spec.Figure(
                 dict(partition=_PARTITION_AXIS), binary=spec.RUN_MASKING)),
     draw=(spec.MaskingTable(),),
     reading='The three mask modes end close; the empirical S matches the closed form.',
-    image='survival_vs_accuracy.png')
+    image='survival_vs_accuracy.png',
+    differs="The article's grid with its three mask modes side by side, shortened to 8 "
+            '(minibatch) and 5 (full batch) rounds.')
 
 FIGURES = (MNIST_CNN_FULL, MNIST_FC_FULL, MNIST_CNN_3OF10_SEEDS, SPARSITY_CNN3,
            SPARSITY_FIXED_CNN3, FIXED_CNN_LEARNING_RATE, INITIALIZATION_CNN3, LOCAL_EPOCHS_CNN3, CLASS_IMBALANCE_CNN, MNIST_CNN_5OF10_SEEDS,

@@ -74,9 +74,19 @@ def _figure_section(figure: spec.Figure, results: runs_lib.Results, folder: path
          f'{"s" if count != 1 else ""}; `--dry_run` prints each command)')
   reads = (f'; it also shows runs of {", ".join(sorted({r.split("/")[0] for r in figure.reads}))}'
            if figure.reads else '')
+  differs = f'*Setting here:* {figure.differs}\n\n' if figure.differs else ''
   return (f'<a id="{figure.name}"></a>\n### {figure.title}\n\n*{figure.paper}.* '
-          f'{figure.reading}\n\n{image}{drawn}\nReproduce: {own}{reads}.\n\n'
+          f'{figure.reading}\n\n{differs}{image}{drawn}\nReproduce: {own}{reads}.\n\n'
           f'Code: {_code_line(figure, results)}.\n')
+
+
+def _undrawn_section(figure: spec.Figure) -> str:
+  """A declared figure no run of which has trained a round: what it is and how to run it."""
+  differs = f'*Setting here:* {figure.differs}\n\n' if figure.differs else ''
+  count = len(figure.runs)
+  return (f'<a id="{figure.name}"></a>\n### {figure.title}\n\n*{figure.paper}.* Not run '
+          f'yet.\n\n{differs}Reproduce: `python -m experiments.reproduce '
+          f'--figures={figure.name}` ({count} run{"s" if count != 1 else ""}).\n')
 
 
 def _code_line(figure: spec.Figure, results: runs_lib.Results) -> str:
@@ -142,6 +152,7 @@ def write(figures: Sequence[spec.Figure], claims: Sequence[spec.Claim],
         continue
       if not any(results.curves(ref) for ref in results.figure_runs(figure.name)):
         log(f'{figure.name}: no run has rounds yet; not drawn')
+        parts.append(_undrawn_section(figure))
         continue
       files.check_no_link(results_dir / figure.name, within=results_dir)
       parts.append(_figure_section(figure, results, results_dir / figure.name))

@@ -161,6 +161,8 @@ class Figure:
     draw: the drawings that make its images and tables.
     reading: what it shows, in a few words (no numbers: those are the tables').
     image: the image of its section of the results page (a file its drawing writes).
+    differs: for a figure of a paper, how its setting differs from the paper's experiment
+      (a stand-in says so); empty for one of ours.
   """
 
   name: str
@@ -171,6 +173,7 @@ class Figure:
   draw: tuple[Drawing, ...] = ()
   reading: str = ''
   image: Optional[str] = None
+  differs: str = ''
 
   @property
   def runs(self) -> tuple[Run, ...]:

@@ -32,6 +32,8 @@ class ManifestTest(tf.test.TestCase):
         self.assertNotIn('output_dir', run.flags)
         self.assertNotIn('rounds', run.flags)
       self.assertTrue(figure.paper.split(':')[0] in ('FLARE', 'Masking', 'Ours'), figure.paper)
+      # A figure of a paper says how its setting differs from the paper's; one of ours does not.
+      self.assertEqual(bool(figure.differs), not figure.paper.startswith('Ours'), figure.name)
       self.assertNotRegex(figure.reading, r'\d\.\d', figure.name)  # No typed-in numbers.
     schedule.runs_shown(manifest.FIGURES, manifest.FIGURES)  # Every read resolves.
     for claim in manifest.CLAIMS:
