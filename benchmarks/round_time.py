@@ -9,6 +9,9 @@ scaled per batch (what the experiment binary sends). Modes, each in this one run
   inprocess  this process, no TFF runtime (`--execution=inprocess`);
   workers=N  TFF's mergeable context over N loopback workers (`--execution=remote`): the
              round's clients split in N subrounds, stateful processes in two phases.
+  <mode>:files  the same, with the clients' states in files the client computations read
+             and write themselves (`AlgorithmProcess.next_with_state_files`): no client state
+             crosses the driver, and a stateful `next` runs whole (not in `inprocess`).
 
 Per mode and algorithm: seconds per round (mean of the timed rounds; the first round, with
 tracing, is not timed), the bytes that crossed between the driver and TFF's worker(s) per
@@ -19,10 +22,15 @@ driver's traffic, not a speed-up.
   python -m benchmarks.round_time                                  # CNN, local vs in-process
   python -m benchmarks.round_time --modes=local,inprocess,workers=1,workers=2
   python -m benchmarks.round_time --model=fc --clients=3 --rounds=1 --algorithms=flare,fedavg
+  python -m benchmarks.round_time --model=fc --clients=3 --rounds=1 --algorithms=flare \
+      --modes=local,local:files,workers=1,workers=1:files
 """
 
 import collections
+import os
+import shutil
 import statistics
+import tempfile
 import time
 
 from absl import app
@@ -47,7 +55,8 @@ _ROUNDS = flags.DEFINE_integer('rounds', 2, 'Timed rounds per mode.', lower_boun
 _ALGORITHMS = flags.DEFINE_list('algorithms', ['flare', 'ec', 'fedavg', 'tff_fedavg'],
                                 'Algorithms to time.')
 _MODES = flags.DEFINE_list('modes', ['local', 'inprocess'],
-                           'Modes to time: local, inprocess, workers=N.')
+                           'Modes to time: local, inprocess, workers=N; a mode of TFF\'s runtime '
+                           'with :files keeps client states in files (see above).')
 _THREADS = flags.DEFINE_integer('client_threads', None, 'In-process client threads.')
 
 
@@ -56,6 +65,11 @@ def _time_mode(mode, processes, data, initial, rounds):
   """{name: (seconds, bytes per timed round, final trainable weights)} of one mode."""
   ids = data.client_ids
   datasets = [data.create_tf_dataset_for_client(cid) for cid in ids]
+  mode, _, files = mode.partition(':')
+  if files not in ('', 'files') or (files and mode == 'inprocess'):
+    raise app.UsageError(f'Unknown mode {mode}:{files} (a mode of TFF\'s runtime may end in '
+                         ':files).')
+  directory = tempfile.mkdtemp(prefix='round_time_states_')
   stack = []
   if mode.startswith('workers='):
     loopback = workers.LoopbackWorkers(int(mode.split('=')[1]))
@@ -66,7 +80,9 @@ def _time_mode(mode, processes, data, initial, rounds):
     execution = modes.build_execution(mode, num_threads=_THREADS.value)
   try:
     with execution:
-      runs = [loop.AlgorithmRun(name, process, execution, initial_weights=initial)
+      runs = [loop.AlgorithmRun(name, process, execution, initial_weights=initial,
+                                client_state_dir=os.path.join(directory, name) if files else None,
+                                states_written_by_clients=bool(files))
               for name, process in processes.items()]
       seconds, traffic = collections.defaultdict(list), collections.defaultdict(list)
       for round_num in range(rounds + 1):
@@ -84,6 +100,7 @@ def _time_mode(mode, processes, data, initial, rounds):
   finally:
     for item in stack:
       item.stop()
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def main(argv):

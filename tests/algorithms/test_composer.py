@@ -12,6 +12,7 @@ from tff_flare.algorithms import error_feedback
 from tff_flare.algorithms import flare
 from tff_flare.algorithms import model_aggregators
 from tff_flare.algorithms import registry
+from tff_flare.simulation import client_state
 
 _MODEL_FN = tiny_models.SOFTMAX_MODEL_FN
 _IDS = ['client_0', 'client_1', 'client_2']
@@ -210,6 +211,35 @@ class ModelAggregatorTest(tf.test.TestCase, parameterized.TestCase):
   def test_not_a_factory(self):
     with self.assertRaisesRegex(TypeError, 'tff.aggregators factory'):
       _with_aggregator('fedavg', object())
+
+
+class StateFilesTest(tf.test.TestCase):
+  """`next_with_state_files` against `next` on TFF's local runtime (the remote equality is in
+  tests/execution/test_remote.py)."""
+
+  def test_clients_that_keep_their_states_in_files_train_as_next_does(self):
+    process = tiny_models.tiny_process('flare')
+    datasets = [tiny_models.classification_dataset(seed) for seed in range(3)]
+    weights, client_states, _ = tiny_models.train(process, datasets, 3)
+    files = client_state.TensorFileClientStateStore(process.initial_client_state,
+                                                    self.get_temp_dir())
+    state = process.initialize()
+    for _ in range(3):
+      read, write = files.prefixes(_IDS)
+      state, metrics = process.next_with_state_files(state, datasets, read, write,
+                                                     process.client_inputs(_IDS))
+      files.written(_IDS)
+    # Bit for bit: the same TensorFlow, the states through files instead of the driver.
+    for ours, theirs in zip(tiny_models.trainable_arrays(process, state), weights):
+      self.assertAllEqual(ours, theirs)
+    for cid, expected in zip(_IDS, client_states):
+      for ours, theirs in zip(tf.nest.flatten(files.get(cid)), tf.nest.flatten(expected)):
+        self.assertAllEqual(ours, theirs, msg=cid)
+    self.assertIn('client_work', metrics)
+
+  def test_only_processes_with_client_state_have_it(self):
+    self.assertIsNone(tiny_models.tiny_process('fedavg').next_with_state_files)
+    self.assertIsNotNone(tiny_models.tiny_process('ec').next_with_state_files)
 
 
 if __name__ == '__main__':

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 
+from absl.testing import parameterized
 import portpicker
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -100,7 +101,7 @@ def _csv_rounds(output_dir):
     return [int(r['round']) for r in csv.DictReader(f)]
 
 
-class FaultsTest(tf.test.TestCase):
+class FaultsTest(parameterized.TestCase, tf.test.TestCase):
 
   def test_worker_down_at_start_is_named(self):
     address = f'localhost:{portpicker.pick_unused_port()}'
@@ -109,7 +110,10 @@ class FaultsTest(tf.test.TestCase):
       with remote.remote_execution([address], connect_timeout_s=1.0):
         pass
 
-  def test_worker_killed_mid_run_then_resumed_equals_local_run_with_disk_states(self):
+  @parameterized.parameters('disk', 'files')
+  def test_worker_killed_mid_run_then_resumed_equals_local_run(self, storage):
+    # disk: the driver keeps the states as files; files: the workers' client computations
+    # read and write them (`next_with_state_files`), so no state crosses the driver.
     base = self.get_temp_dir()
     # A stateful algorithm (its states on disk), one with client inputs, one of TFF's.
     overrides = dict(algorithms=('flare', 'mask_independent', 'tff_fedavg'))
@@ -117,9 +121,9 @@ class FaultsTest(tf.test.TestCase):
                                   log=lambda _: None)
     output_dir = os.path.join(base, 'remote')
     with worker.LoopbackWorkers(2) as workers:
-      # The client states on disk here, in memory in the local run: same results.
+      # The client states in files here, in memory in the local run: same results.
       config = _config(output_dir, execution='remote', workers=workers.addresses,
-                       client_state_storage='disk', **overrides)
+                       client_state_storage=storage, **overrides)
 
       def kill_after_round_1(line):
         if line.startswith('round 1 '):
@@ -139,6 +143,8 @@ class FaultsTest(tf.test.TestCase):
     self.assertEmpty(_worker_pids(workers.addresses))
     flare_dir = pathlib.Path(output_dir) / 'client_states' / 'flare'
     self.assertLen([p for p in flare_dir.iterdir() if p.is_dir()], 6)  # One per client.
+    suffix = dict(disk='.npy', files='.tensor')[storage]
+    self.assertNotEmpty(list(flare_dir.glob(f'*/g*_0{suffix}')))
 
   def test_a_stopped_worker_ends_the_round_after_the_timeout(self):
     # SIGSTOP (a frozen process, a paused machine): the worker fails nothing and answers

@@ -97,7 +97,7 @@ class ResumeTest(tf.test.TestCase):
   def test_both_kept_checkpoints_resume_with_either_store(self):
     # The stores hold the same states (tests/simulation/test_client_state.py): one whole run.
     whole, _ = _run(_config(pathlib.Path(self.get_temp_dir()) / 'whole'))
-    for storage in ('memory', 'disk'):
+    for storage in ('memory', 'disk', 'files'):
       base = pathlib.Path(self.get_temp_dir()) / storage
       output = base / 'run'
       _run(_config(output, client_state_storage=storage))
@@ -286,6 +286,24 @@ class RefusedRunTest(tf.test.TestCase):
     self.assertAllClose(moved['final_eval']['ec'], whole['final_eval']['ec'], rtol=1e-6)
     with self.assertRaisesRegex(config_lib.ConfigError, 'resumes with client_state_storage=disk'):
       _run(_config(base / 'moved', algorithms=('ec',), rounds=4))
+
+  def test_states_kept_by_the_clients_move_between_tff_and_in_process(self):
+    # On TFF's runtime the client computations read and write the .tensor files; resumed in
+    # process, the driver reads and writes the same files: one run, as in memory.
+    base = pathlib.Path(self.get_temp_dir())
+    whole, _ = _run(_config(base / 'whole', algorithms=('ec',), rounds=3))
+    _run(_config(base / 'files', algorithms=('ec',), rounds=2, execution='local',
+                 client_state_storage='files'))
+    states = base / 'files' / 'client_states' / 'ec'
+    self.assertNotEmpty(list(states.glob('*/g*_0.tensor')))
+    self.assertEmpty(list(states.glob('*/*.npy')))
+    resumed, lines = _run(_config(base / 'files', algorithms=('ec',), rounds=3,
+                                  client_state_storage='files'))
+    self.assertIn('Resuming from the checkpoint after round 1.', lines)
+    self.assertAllClose(resumed['final_eval']['ec'], whole['final_eval']['ec'], rtol=1e-6)
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                'resumes with client_state_storage=files'):
+      _run(_config(base / 'files', algorithms=('ec',), rounds=4, client_state_storage='disk'))
 
   def test_a_model_check_fails_before_anything_is_written(self):
     output = pathlib.Path(self.get_temp_dir()) / 'keep_all'

@@ -23,21 +23,23 @@ def _state(value):
 
 
 class ClientStateStoreTest(tf.test.TestCase, parameterized.TestCase):
-  """The behaviour both stores share (each test runs on both)."""
+  """The behaviour the stores share (each test runs on each)."""
 
   def _store(self, kind):
     if kind == 'memory':
       return client_state.ClientStateStore(_initial)
-    return client_state.DiskClientStateStore(_initial, tempfile.mkdtemp(dir=self.get_temp_dir()))
+    store = dict(disk=client_state.DiskClientStateStore,
+                 files=client_state.TensorFileClientStateStore)[kind]
+    return store(_initial, tempfile.mkdtemp(dir=self.get_temp_dir()))
 
-  @parameterized.parameters('memory', 'disk')
+  @parameterized.parameters('memory', 'disk', 'files')
   def test_new_client_gets_initial_state(self, kind):
     store = self._store(kind)
     self.assertNotIn('a', store)
     self.assertAllEqual(store.get('a')['accumulator'][0], np.zeros((2, 3)))
     self.assertEmpty(store)
 
-  @parameterized.parameters('memory', 'disk')
+  @parameterized.parameters('memory', 'disk', 'files')
   def test_update_only_touches_given_clients(self, kind):
     store = self._store(kind)
     new = collections.OrderedDict(accumulator=[np.ones((2, 3), np.float32),
@@ -47,7 +49,7 @@ class ClientStateStoreTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(store.get('b')['accumulator'][1], np.zeros(3))
     self.assertEqual(store.client_ids(), ['a'])
 
-  @parameterized.parameters('memory', 'disk')
+  @parameterized.parameters('memory', 'disk', 'files')
   def test_mismatched_structure_shape_dtype(self, kind):
     store = self._store(kind)
     bad_structure = collections.OrderedDict(accumulator=[np.zeros((2, 3), np.float32)])
@@ -62,7 +64,7 @@ class ClientStateStoreTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(client_state.ClientStateMismatchError, '2 client ids but 1'):
       store.update(['a', 'b'], [_initial()])
 
-  @parameterized.parameters('memory', 'disk')
+  @parameterized.parameters('memory', 'disk', 'files')
   def test_dict_round_trip(self, kind):
     store = self._store(kind)
     store.update(['x'], [_state(2.0)])
@@ -71,7 +73,7 @@ class ClientStateStoreTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(other.client_ids(), ['x'])
     self.assertAllEqual(other.get('x')['accumulator'][0], np.full((2, 3), 2.0))
 
-  @parameterized.parameters('memory', 'disk')
+  @parameterized.parameters('memory', 'disk', 'files')
   def test_checkpoint_restores_states_of_that_time(self, kind):
     store = self._store(kind)
     ids = ['a', 'b', 'c']
@@ -183,6 +185,48 @@ class DiskClientStateStoreTest(tf.test.TestCase):
         os.remove(os.path.join(root, name))
     with self.assertRaisesRegex(client_state.ClientStateMismatchError, "client 'a'"):
       store.restore_checkpoint_arrays(['a'], saved)
+
+
+class TensorFileClientStateStoreTest(tf.test.TestCase):
+
+  def test_prefixes_name_each_clients_generations_and_a_new_client_reads_none(self):
+    directory = pathlib.Path(self.get_temp_dir()) / 'files'
+    store = client_state.TensorFileClientStateStore(_initial, directory)
+    read, write = store.prefixes(['a', 'b'])
+    self.assertEqual(read, ['', ''])
+    folder_a = client_state.client_folder(directory, 'a')
+    self.assertEqual(write[0], str(folder_a / 'g000000001_'))
+    self.assertTrue(folder_a.is_dir())
+    store.written(['a', 'b'])
+    read, write = store.prefixes(['b', 'c'])
+    self.assertEqual(read, [str(client_state.client_folder(directory, 'b') / 'g000000001_'), ''])
+    self.assertTrue(write[0].endswith('g000000002_'))
+    # A round that failed (no `written`) leaves every client where it was.
+    read_again, _ = store.prefixes(['b'])
+    self.assertEqual(read_again, read[:1])
+    with self.assertRaisesRegex(TypeError, 'Client ids are strings'):
+      store.prefixes([0])
+
+  def test_the_store_reads_what_a_client_computation_wrote_and_checkpoints_it(self):
+    directory = pathlib.Path(self.get_temp_dir()) / 'files'
+    store = client_state.TensorFileClientStateStore(_initial, directory)
+    _, write = store.prefixes(['a'])
+    for i, leaf in enumerate(tf.nest.flatten(_state(2.0))):  # As `write_state_files` does.
+      tf.io.write_file(f'{write[0]}{i}.tensor', tf.io.serialize_tensor(leaf))
+    store.written(['a'])
+    self.assertAllEqual(store.get('a')['accumulator'][1], np.full((3,), 2.0))
+    arrays = store.checkpoint_arrays(['a'])
+    store.commit(1, [1])
+    store.update(['a'], [_state(5.0)])  # In this process: the next generation, here.
+    self.assertAllEqual(store.get('a')['accumulator'][0], np.full((2, 3), 5.0))
+    again = client_state.TensorFileClientStateStore(_initial, directory)
+    again.restore_checkpoint_arrays(['a'], arrays)
+    self.assertAllEqual(again.get('a')['accumulator'][1], np.full((3,), 2.0))
+    _, write = again.prefixes(['a'])
+    self.assertTrue(write[0].endswith('g000000003_'))  # Past every generation on disk.
+    (client_state.client_folder(directory, 'a') / 'g000000001_0.tensor').write_bytes(b'cut')
+    with self.assertRaisesRegex(client_state.ClientStateMismatchError, 'cannot be read'):
+      again.get('a')
 
 
 if __name__ == '__main__':

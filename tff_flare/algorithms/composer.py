@@ -179,6 +179,13 @@ def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
       return server_phase_body(state, summable)
 
     phases = process_lib.RoundPhases(client_phase=client_phase, server_phase=server_phase)
+    next_with_state_files = _next_with_state_files(
+        model_fn, functions, state_type, client_phase_body_args=(round_params, distributor),
+        server_phase_body=server_phase_body, types=(model_weights_type,
+                                                    round_params.type_signature.result,
+                                                    data_type, client_input_type))
+  else:
+    next_with_state_files = None
 
   if functions.record_test_loss is not None:
 
@@ -196,7 +203,68 @@ def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
       num_trainable_parameters=functions.num_parameters, model_fn=model_fn,
       client_inputs=algorithm.client_inputs,
       record_test_loss=record_test_loss, phases=phases,
+      next_with_state_files=next_with_state_files,
       round_functions=functions if model_aggregator is None else None)
+
+
+def read_state_files(prefix: tf.Tensor, initial_state):
+  """A client's state from the files `<prefix><i>.tensor` (leaf i, `tf.io.serialize_tensor`),
+  or `initial_state` when `prefix` is empty (a client never trained): TF ops, so the client
+  computation that runs them reads the state where it runs."""
+  leaves = tf.nest.flatten(initial_state)
+
+  def read():
+    return [tf.ensure_shape(tf.io.parse_tensor(tf.io.read_file(prefix + f'{i}.tensor'),
+                                               leaf.dtype), leaf.shape)
+            for i, leaf in enumerate(leaves)]
+
+  return tf.nest.pack_sequence_as(initial_state, tf.cond(tf.equal(prefix, ''), lambda: leaves,
+                                                         read))
+
+
+def write_state_files(prefix: tf.Tensor, state) -> None:
+  """Writes a client's state as the files `<prefix><i>.tensor` (inside a `tf.function`, whose
+  automatic control dependencies run the writes)."""
+  for i, leaf in enumerate(tf.nest.flatten(state)):
+    tf.io.write_file(prefix + f'{i}.tensor', tf.io.serialize_tensor(leaf))
+
+
+def _next_with_state_files(model_fn: ModelFn, functions: round_functions_lib.RoundFunctions,
+                           state_type, *, client_phase_body_args, server_phase_body, types):
+  """`next` whose clients read and write their own states as files (see
+  `process.AlgorithmProcess.next_with_state_files`)."""
+  round_params, distributor = client_phase_body_args
+  model_weights_type, params_type, data_type, client_input_type = types
+
+  @tff.tensorflow.computation(model_weights_type, params_type, data_type, np.str_, np.str_,
+                              client_input_type)
+  def client_work_with_files(server_weights, params, dataset, read_prefix, write_prefix,
+                             client_input):
+    model = model_fn()
+
+    @tf.function
+    def run(server_weights, params, dataset, read_prefix, write_prefix, client_input):
+      client_state = read_state_files(read_prefix, functions.initial_client_state())
+      output = functions.client_work(model, server_weights, params, dataset, client_state,
+                                     client_input)
+      write_state_files(write_prefix, output['client_state'])
+      return output['summable']
+
+    return run(server_weights, params, dataset, read_prefix, write_prefix, client_input)
+
+  prefix_type = tff.FederatedType(np.str_, tff.CLIENTS)
+
+  @tff.federated_computation(state_type, tff.FederatedType(data_type, tff.CLIENTS), prefix_type,
+                             prefix_type, tff.FederatedType(client_input_type, tff.CLIENTS))
+  def next_with_state_files(state, client_data, read_prefixes, write_prefixes, client_inputs):
+    params = tff.federated_map(round_params, state.client_work)
+    weights = distributor.next(state.distributor, state.global_model_weights).result
+    summable = tff.federated_map(client_work_with_files, (
+        weights, tff.federated_broadcast(params), client_data, read_prefixes, write_prefixes,
+        client_inputs))
+    return server_phase_body(state, summable)
+
+  return next_with_state_files
 
 
 def _server_round(functions: round_functions_lib.RoundFunctions, initial_server_state,

@@ -112,6 +112,13 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
       does not adapt to the test loss.
     num_trainable_parameters: Python int.
     phases: `RoundPhases` for distributed runs, or None when `next` can run whole there.
+    next_with_state_files: for an algorithm with client state, `next` whose clients read
+      their states from files and write their new ones, so no client state crosses the
+      driver: `(state, client_data, read_prefixes, write_prefixes, client_inputs)` (prefixes
+      CLIENTS-placed strings; a client's state leaf i is the file `<prefix><i>.tensor`, TF's
+      serialized tensor; an empty read prefix is a new client) -> `(new state, metrics)`
+      @SERVER. With no CLIENTS-placed result, TFF's distributed runtime runs it whole, each
+      worker training its clients and summing their outputs. None without client state.
     round_functions: the `RoundFunctions` the process wraps, or None for a process that runs
       only on TFF's runtime (TFF's own algorithms).
     runs_only_on_tff: True when `round_functions` is None.
@@ -125,6 +132,7 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
                set_model_weights, num_trainable_parameters: int, model_fn,
                client_inputs: Optional[parts_lib.ClientInputs] = None,
                record_test_loss=None, phases: Optional[RoundPhases] = None,
+               next_with_state_files: Optional[tff.Computation] = None,
                round_functions: Optional[round_functions_lib.RoundFunctions] = None):
     super().__init__(initialize_fn, next_fn)
     self.initial_client_state = initial_client_state
@@ -134,6 +142,7 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
     self.model_fn = model_fn
     self.record_test_loss = record_test_loss
     self.phases = phases
+    self.next_with_state_files = next_with_state_files
     self.round_functions = round_functions
     self._client_inputs = client_inputs
 

@@ -97,6 +97,16 @@ class _OnTff:
       client_state_sink(index, client_state)
     return attrs.evolve(output, client_states=None)
 
+  def next_with_state_files(self, state, client_data, read_prefixes, write_prefixes,
+                            client_inputs) -> process_lib.RoundOutput:
+    """A round whose clients read and write their own state files
+    (`AlgorithmProcess.next_with_state_files`, one computation: TFF's distributed runtime
+    runs it whole); the output's `client_states` is None."""
+    new_state, metrics = self._process.next_with_state_files(
+        state, list(client_data), list(read_prefixes), list(write_prefixes),
+        list(client_inputs))
+    return process_lib.RoundOutput(state=new_state, metrics=metrics, client_states=None)
+
   def get_model_weights(self, state):
     return self._process.get_model_weights(state)
 

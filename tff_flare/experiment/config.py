@@ -29,7 +29,7 @@ from tff_flare.simulation import sampling
 from tff_flare.tasks import partitions
 from tff_flare.tasks import registry as tasks
 
-CLIENT_STATE_STORAGES = ('memory', 'disk')
+CLIENT_STATE_STORAGES = ('memory', 'disk', 'files')
 # `tff.learning.ClientWeighting` by its lower-case name.
 CLIENT_WEIGHTINGS = ('uniform', 'num_examples')
 # Settings a resumed run may change: they do not change what a round computes.
@@ -60,9 +60,13 @@ class RunSettings:
   eval_every: int = _(10, 'Evaluate every this many rounds.')
   checkpoint_every: int = _(10, 'Save program state every this many rounds.')
   seed: int = _(0, 'Seed of partitions, client sampling and masks.')
-  client_state_storage: str = _('memory', "Where the driver keeps the clients' states: memory, "
-                                'or disk (.npy files under <output_dir>/client_states, read '
-                                'memory-mapped) when they do not fit.')
+  client_state_storage: str = _('memory', "Where the clients' states live: memory (the "
+                                "driver's), disk (.npy files under <output_dir>/client_states "
+                                "the driver reads memory-mapped) when they do not fit, or files "
+                                '(under <output_dir>/client_states, read and written by the '
+                                "clients' computations where TFF runs them, so no state "
+                                "crosses the driver; TFF's workers must see <output_dir> at "
+                                'the same path).')
   execution: str = _('inprocess', 'inprocess: this Python process, no TFF runtime (the '
                      "fastest on one machine; TFF's own algorithms still run on TFF's local "
                      "runtime); local: TFF's local runtime (a worker_binary subprocess); "
@@ -344,11 +348,12 @@ def compare_for_resume(recorded: dict[str, Any], config: RunSettings) -> dict[st
   if 'algorithms' not in changed and 'algorithms' in now:  # A knob none of them takes.
     unused = set(algorithms.KNOB_NAMES) - algorithms.knobs_of(now['algorithms'])
     changed = {name: values for name, values in changed.items() if name not in unused}
-  if changed.get('client_state_storage') == ['disk', 'memory']:
+  storage = changed.get('client_state_storage')
+  if storage and storage[0] in ('disk', 'files'):
     raise ConfigError(
-        f'{config.output_dir} holds a run whose client states are on disk (client_states/): '
-        'its checkpoints refer to those files, so it resumes with client_state_storage=disk '
-        '(memory to disk can switch).')
+        f'{config.output_dir} holds a run whose client states are files (client_states/): '
+        f'its checkpoints refer to those files, so it resumes with client_state_storage='
+        f'{storage[0]} (memory can switch to disk or files).')
   fixed = {name: values for name, values in changed.items() if name not in RESUMABLE_FIELDS}
   if fixed:
     details = '; '.join(f'{name}: {old!r} then, {new!r} now' for name, (old, new) in

@@ -586,10 +586,12 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
   with execution, memory.PeakSampler() as peak:
     runs = []
     for name, process in processes.items():
-      state_dir = (output / 'client_states' / name if settings.client_state_storage == 'disk'
-                   else None)
-      run = loop.AlgorithmRun(name, process, execution, client_state_dir=state_dir,
-                              initial_weights=runs[0].model_weights() if runs else None)
+      state_dir = (output / 'client_states' / name
+                   if settings.client_state_storage in ('disk', 'files') else None)
+      run = loop.AlgorithmRun(
+          name, process, execution, client_state_dir=state_dir,
+          states_written_by_clients=settings.client_state_storage == 'files',
+          initial_weights=runs[0].model_weights() if runs else None)
       runs.append(run)
     log(f'Execution: {execution.name}. ' + '; '.join(f'{run.name} on {run.where}'
                                                    for run in runs) + '.')

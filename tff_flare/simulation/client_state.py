@@ -5,9 +5,11 @@ clients as a CLIENTS-placed list and returns their new states; the simulation dr
 them here between rounds. A client that is not sampled keeps its state untouched; a client
 never seen before starts from the process's `initial_client_state()` (zeros).
 
-Two stores with one interface: `ClientStateStore` keeps every state in RAM;
+Three stores with one interface: `ClientStateStore` keeps every state in RAM;
 `DiskClientStateStore` keeps them as `.npy` files and reads them memory-mapped, so the
-driver's memory holds only the round's clients (the FC's 100 accumulators are 14.5 GB).
+driver's memory holds only the round's clients (the FC's 100 accumulators are 14.5 GB);
+`TensorFileClientStateStore` keeps them as files the client computations read and write
+themselves where they run (TFF's workers), so no state crosses the driver.
 """
 
 import collections
@@ -172,13 +174,29 @@ class ClientStateStore:
 _INDEX_FILE = re.compile(r'index_(\d+)\.json')
 _CLIENT_DIR = re.compile(r'[0-9a-f]+|x[0-9a-f]{64}')
 _MAX_HEX_NAME = 200  # Folder names of hex ids up to this long; file names may be 255 bytes.
-_GENERATION_FILE = re.compile(r'g(\d{9})_\d+\.npy')
+_GENERATION_FILE = re.compile(r'g(\d{9})_\d+\.(?:npy|tensor)')
 
 
 def _is_disk_index(arrays: Sequence[np.ndarray], num_clients: int) -> bool:
   """Whether checkpoint `arrays` are a disk store's index (`checkpoint_arrays`)."""
   return (len(arrays) == 2 and np.shape(arrays[0]) == (num_clients,) and
           np.shape(arrays[1]) == (1,) and all(np.asarray(a).dtype == np.int64 for a in arrays))
+
+
+def client_folder(directory: pathlib.Path, client_id: Hashable) -> pathlib.Path:
+  """A client's folder under `directory`: its id's UTF-8 bytes in hex, any id a name of its
+  own (no path separator, no `..`); an empty id, or one whose hex would be longer than a file
+  name may be, is `x` and its SHA-256 instead (`x` is no hex digit: the two never meet).
+
+  Raises:
+    TypeError: a client id that is not a string (0 and '0' would share a folder).
+  """
+  if not isinstance(client_id, str):
+    raise TypeError(f'Client ids are strings, got {client_id!r} ({type(client_id).__name__}).')
+  name = client_id.encode().hex()
+  if not name or len(name) > _MAX_HEX_NAME:
+    name = 'x' + hashlib.sha256(client_id.encode()).hexdigest()
+  return pathlib.Path(directory) / name
 
 
 class DiskClientStateStore(ClientStateStore):
@@ -215,33 +233,34 @@ class DiskClientStateStore(ClientStateStore):
     return list(self._index)
 
   def _client_dir(self, client_id: Hashable) -> pathlib.Path:
-    """The client's folder: its id's UTF-8 bytes in hex, any id a name of its own (no path
-    separator, no `..`); an empty id, or one whose hex would be longer than a file name may
-    be, is `x` and its SHA-256 instead (`x` is no hex digit: the two never meet).
+    return client_folder(self._directory, client_id)
 
-    Raises:
-      TypeError: a client id that is not a string (0 and '0' would share a folder).
-    """
-    if not isinstance(client_id, str):
-      raise TypeError(f'Client ids are strings, got {client_id!r} ({type(client_id).__name__}).')
-    name = client_id.encode().hex()
-    if not name or len(name) > _MAX_HEX_NAME:
-      name = 'x' + hashlib.sha256(client_id.encode()).hexdigest()
-    return self._directory / name
+  _SUFFIX = '.npy'
 
   def _path(self, client_id: Hashable, generation: int, leaf: int) -> pathlib.Path:
-    return self._client_dir(client_id) / f'g{generation:09d}_{leaf}.npy'
+    return self._client_dir(client_id) / f'g{generation:09d}_{leaf}{self._SUFFIX}'
+
+  def _read_leaf(self, path: pathlib.Path, shape, dtype):
+    """One leaf of a state, memory-mapped (a file of no entries is read whole)."""
+    del dtype  # The file says it.
+    return np.load(path, mmap_mode='r' if np.prod(shape) else None)
+
+  def _write_leaf(self, path: pathlib.Path, array) -> None:
+    """One leaf, written to a temporary name and renamed."""
+    temporary = path.with_suffix('.tmp.npy')
+    np.save(temporary, array)
+    os.replace(temporary, path)
 
   def get(self, client_id: Hashable):
     generation = self._index.get(client_id)
     if generation is None:
       return self._initial_state
     leaves = []
-    for leaf, (shape, _) in enumerate(self._signature):
+    for leaf, (shape, dtype) in enumerate(self._signature):
       path = self._path(client_id, generation, leaf)
       try:
-        leaves.append(np.load(path, mmap_mode='r' if np.prod(shape) else None))
-      except (OSError, ValueError) as e:
+        leaves.append(self._read_leaf(path, shape, dtype))
+      except (OSError, ValueError, tf.errors.OpError) as e:
         raise ClientStateMismatchError(
             f'State file {path} of client {client_id!r} cannot be read: {e}') from e
     return tf.nest.pack_sequence_as(self._initial_state, leaves)
@@ -254,10 +273,7 @@ class DiskClientStateStore(ClientStateStore):
       if leaves:
         self._client_dir(cid).mkdir(exist_ok=True)
       for leaf, array in enumerate(leaves):
-        path = self._path(cid, self._generation, leaf)
-        temporary = path.with_suffix('.tmp.npy')
-        np.save(temporary, array)
-        os.replace(temporary, path)
+        self._write_leaf(self._path(cid, self._generation, leaf), array)
       self._index[cid] = self._generation
 
   def _clear(self) -> None:
@@ -274,7 +290,7 @@ class DiskClientStateStore(ClientStateStore):
     client's arrays) is written out as a generation of files (a run may move its client
     states to disk when it resumes)."""
     # New generations never reuse a number whose files a later checkpoint may refer to.
-    on_disk = [int(match.group(1)) for p in self._directory.glob('*/g*_*.npy')
+    on_disk = [int(match.group(1)) for p in self._directory.glob(f'*/g*_*{self._SUFFIX}')
                if (match := _GENERATION_FILE.fullmatch(p.name))]
     if self._holds_states(arrays, len(client_ids)):
       self._generation = max([0] + on_disk)
@@ -319,5 +335,52 @@ class DiskClientStateStore(ClientStateStore):
         continue
       prefixes = tuple(f'g{g:09d}_' for g in generations)
       for path in entry.iterdir():
-        if not path.name.startswith(prefixes) or path.name.endswith('.tmp.npy'):
+        if not path.name.startswith(prefixes) or path.name.endswith(('.tmp.npy', '.tmp')):
           path.unlink(missing_ok=True)
+
+
+class TensorFileClientStateStore(DiskClientStateStore):
+  """The disk store's generations, indexes and checkpoints, with states as files that the
+  client computations read and write themselves where they run
+  (`AlgorithmProcess.next_with_state_files`), so no client state crosses the driver.
+
+  Generation g of a client's leaf i is `<client folder>/g<g, 9 digits>_<i>.tensor`
+  (`tf.io.serialize_tensor`). A round on TFF's runtime: `read, write = store.prefixes(ids)`
+  (read: each client's current generation, '' for a client never trained; write: the next
+  generation), the process's `next_with_state_files`, then `store.written(ids)`; a round that
+  fails leaves every client at its generation. Where the round runs in this process (the
+  in-process executor), `get` and `update` read and write the same files here. The directory
+  must be the same path on the driver and on every worker (one machine, or storage every
+  worker mounts there).
+  """
+
+  _SUFFIX = '.tensor'
+
+  def _prefix(self, client_id: Hashable, generation: int) -> str:
+    return str(self._client_dir(client_id) / f'g{generation:09d}_')
+
+  def prefixes(self, client_ids: Sequence[Hashable]) -> tuple[list[str], list[str]]:
+    """`(read prefixes, write prefixes)` of the clients for the next round (their folders
+    made)."""
+    for cid in client_ids:
+      self._client_dir(cid).mkdir(exist_ok=True)
+    return ([self._prefix(cid, self._index[cid]) if cid in self._index else ''
+             for cid in client_ids],
+            [self._prefix(cid, self._generation + 1) for cid in client_ids])
+
+  def written(self, client_ids: Sequence[Hashable]) -> None:
+    """The round that got `prefixes(client_ids)` has written their new states."""
+    self._generation += 1
+    for cid in client_ids:
+      self._index[cid] = self._generation
+
+  def _read_leaf(self, path: pathlib.Path, shape, dtype):
+    leaf = tf.io.parse_tensor(tf.io.read_file(str(path)), dtype).numpy()
+    if leaf.shape != tuple(shape):
+      raise ValueError(f'shape {leaf.shape}, expected {tuple(shape)}')
+    return leaf
+
+  def _write_leaf(self, path: pathlib.Path, array) -> None:
+    temporary = path.with_name(path.name + '.tmp')
+    tf.io.write_file(str(temporary), tf.io.serialize_tensor(array))
+    os.replace(temporary, path)

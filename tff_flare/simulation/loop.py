@@ -52,6 +52,10 @@ class AlgorithmRun:
     execution: the (entered) execution mode that runs it.
     client_state_dir: keep the clients' states in files under this directory
       (`client_state.DiskClientStateStore`) instead of in memory.
+    states_written_by_clients: with `client_state_dir`, the files are the ones the client
+      computations read and write themselves where TFF runs them
+      (`client_state.TensorFileClientStateStore`, `next_with_state_files`); in this process
+      (the in-process executor) the store reads and writes them.
     initial_weights: `ModelWeights` to start from instead of the process's own, so that the
       algorithms of a run share one initial model.
 
@@ -61,7 +65,7 @@ class AlgorithmRun:
 
   def __init__(self, name: str, process: process_lib.AlgorithmProcess,
                execution: modes.Execution, *, client_state_dir=None,
-               initial_weights=None):
+               states_written_by_clients: bool = False, initial_weights=None):
     self.name = name
     self.process = process
     self.where = execution.where(process)
@@ -69,8 +73,9 @@ class AlgorithmRun:
     if client_state_dir is None:
       self.store = client_state.ClientStateStore(self.bound.initial_client_state)
     else:
-      self.store = client_state.DiskClientStateStore(self.bound.initial_client_state,
-                                                     client_state_dir)
+      store = (client_state.TensorFileClientStateStore if states_written_by_clients else
+               client_state.DiskClientStateStore)
+      self.store = store(self.bound.initial_client_state, client_state_dir)
     self.state = self.bound.initialize()
     if initial_weights is not None:
       self.state = self.bound.set_model_weights(self.state, initial_weights)
@@ -79,6 +84,16 @@ class AlgorithmRun:
     """Trains one round on these clients; returns the round's metrics."""
     if len(set(client_ids)) != len(client_ids):
       raise ValueError(f'A round trains each client once; got {list(client_ids)}.')
+    next_with_state_files = getattr(self.bound, 'next_with_state_files', None)
+    if (isinstance(self.store, client_state.TensorFileClientStateStore) and
+        next_with_state_files is not None and self.process.next_with_state_files is not None):
+      # The clients read and write their own states: only file names cross the driver.
+      read, write = self.store.prefixes(client_ids)
+      output = next_with_state_files(self.state, list(datasets), read, write,
+                                     self.process.client_inputs(client_ids))
+      self.store.written(client_ids)
+      self.state = output.state
+      return output.metrics
     # Each client's state is read when it starts and replaced when it ends: the round holds
     # the states of the clients in training, not two of every client's.
     output = self.bound.next(

@@ -148,7 +148,7 @@ def estimate_run(sizes: Mapping[str, ProcessSizes], *, clients_with_state: int,
     clients_with_state: clients whose states a run keeps (the population).
     clients_per_round: clients trained a round.
     threads: clients trained at once in this process (`client_threads`).
-    storage: 'memory' or 'disk' (`client_state_storage`).
+    storage: 'memory', 'disk' or 'files' (`client_state_storage`).
     execution: 'inprocess', 'local' or 'remote'.
     base: bytes of the process when the estimate is made (`resident_bytes()`).
     evaluates: whether the run evaluates (one more model).
@@ -178,9 +178,11 @@ def estimate_run(sizes: Mapping[str, ProcessSizes], *, clients_with_state: int,
     tff_bytes = TFF_WORKER_BASE + max(
         clients_per_round * (TFF_MODELS_PER_CLIENT * s.model + s.client_state)
         for s in on_tff)
-    # The driver also holds what it sends and receives: the server state and the states.
-    round_bytes = max(round_bytes, max(2 * s.server_state + 2 * clients_per_round *
-                                       s.client_state for s in on_tff))
+    # The driver also holds what it sends and receives: the server state and the states
+    # (with 'files', the clients' computations read and write their states themselves).
+    moved = 0 if storage == 'files' else 2 * clients_per_round
+    round_bytes = max(round_bytes, max(2 * s.server_state + moved * s.client_state
+                                       for s in on_tff))
   floor = sum(s.server_state + (s.client_state * clients_with_state if storage == 'memory'
                                  else 0) for s in sizes.values())
   floor += max(threads * (2 * s.model + s.client_state) + s.model for s in sizes.values())
