@@ -133,7 +133,7 @@ def test_weighted_keep_all_equals_tff_weighted_fedavg():
   data = _client_data()
   masked = masking.build_masked_fedavg(
       _MODEL_FN, keep_probability=1.0, mask_mode=masking.MaskMode.SYNCHRONIZED,
-      client_optimizer=_OPTIMIZER, weighting=masking.Weighting.NUM_EXAMPLES)
+      client_optimizer=_OPTIMIZER, client_weighting=tff.learning.ClientWeighting.NUM_EXAMPLES)
   reference = tff.learning.algorithms.build_weighted_fed_avg(
       _MODEL_FN, client_optimizer_fn=_OPTIMIZER,
       server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0))
@@ -158,18 +158,18 @@ def _client_deltas(data):
   return deltas
 
 
-@pytest.mark.parametrize('weighting', list(masking.Weighting))
+@pytest.mark.parametrize('weighting', list(tff.learning.ClientWeighting))
 def test_closed_form_matches_numpy_and_empirical_variance_agrees(weighting):
   data = _client_data()
   q = 0.8
   process = masking.build_masked_fedavg(
       _MODEL_FN, keep_probability=q, mask_mode=masking.MaskMode.INDEPENDENT,
-      client_optimizer=_OPTIMIZER, weighting=weighting, num_mask_draws=200, seed=3)
+      client_optimizer=_OPTIMIZER, client_weighting=weighting, num_mask_draws=200, seed=3)
   output = tiny_models.next_round(process, process.initialize(), data)
   survival = output.metrics['aggregator']['survival']
 
   deltas = _client_deltas(data)
-  weights = ([8.0, 16.0, 24.0, 32.0] if weighting == masking.Weighting.NUM_EXAMPLES else
+  weights = ([8.0, 16.0, 24.0, 32.0] if weighting == tff.learning.ClientWeighting.NUM_EXAMPLES else
              [1.0] * 4)
   p = np.asarray(weights) / np.sum(weights)
   mean = sum(pk * d for pk, d in zip(p, deltas))

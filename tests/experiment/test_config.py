@@ -28,7 +28,7 @@ class ValidateTest(tf.test.TestCase, parameterized.TestCase):
       ('percentile', dict(mask_percentile=101.0), 'mask_percentile'),
       ('reg_steps_word', dict(reg_steps='often'), 'reg_steps'),
       ('keep_probability', dict(keep_probability=1.5), 'keep probability q'),
-      ('weighting', dict(mask_weighting='by_size'), 'by_size'),
+      ('weighting', dict(client_weighting='by_size'), 'by_size'),
       ('rounds', dict(rounds=0), 'rounds must be an int >= 1'),
       ('batch_size', dict(batch_size=-1), 'batch_size'),
       ('clients_per_round', dict(clients_per_round=11), r'clients_per_round \(11\) must be in'),
@@ -128,6 +128,19 @@ class CompareForResumeTest(tf.test.TestCase):
     # A run recorded before these fields existed resumes with their defaults.
     old = {k: v for k, v in recorded.items() if k not in ('model_seed', 'double_softmax')}
     self.assertEqual(config_lib.compare_for_resume(old, _config('out', task='mnist_cnn')), {})
+
+  def test_masking_weighted_by_its_old_knob_resumes_only_so_weighted(self):
+    masked = dict(algorithms=('mask_none',))
+    old = {k: v for k, v in config_lib.as_dict(_config('out', **masked)).items()
+           if k != 'client_weighting'}
+    for weighting in ('uniform', 'num_examples'):
+      recorded = dict(old, mask_weighting=weighting)
+      self.assertEqual(config_lib.compare_for_resume(
+          recorded, _config('out', client_weighting=weighting, **masked)), {})
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                "client_weighting: 'num_examples' then, 'uniform' now"):
+      config_lib.compare_for_resume(dict(old, mask_weighting='num_examples'),
+                                    _config('out', **masked))
 
   def test_a_knob_added_since_counts_as_its_default(self):
     # A run made before `qsgd_levels` existed (default 4) resumes; another value is refused.

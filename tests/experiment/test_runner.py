@@ -332,9 +332,9 @@ class HyperparametersReachTheBuildersTest(tf.test.TestCase):
   # Values no knob has by default, for the knobs there are (a new knob keeps its default).
   VALUES = dict(keep_percent=0.37, tau=0.123, tau_decay=1.7, mask_percentile=33.0,
                 reg_steps=2, local_epochs=3, keep_probability=0.6, num_mask_draws=2,
-                mask_weighting='num_examples', tff_fedprox_strength=0.02, qsgd_levels=3)
+                tff_fedprox_strength=0.02, qsgd_levels=3)
   # Builder keywords named otherwise than their knob, and what rows fix themselves.
-  RENAMED = dict(mask_weighting='weighting', tff_fedprox_strength='proximal_strength')
+  RENAMED = dict(tff_fedprox_strength='proximal_strength')
   FIXED = dict(ef21=dict(total_clients=7), ef21_dense=dict(dense_state_shortcut=True),
                mask_none=dict(mask_mode='none', seed=5),
                mask_independent=dict(mask_mode='independent'),

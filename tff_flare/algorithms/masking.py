@@ -48,11 +48,6 @@ class MaskMode(enum.Enum):
   SYNCHRONIZED = 'synchronized'
 
 
-class Weighting(enum.Enum):
-  UNIFORM = 'uniform'
-  NUM_EXAMPLES = 'num_examples'
-
-
 # Draw index of the mask actually applied; the empirical draws use 1..num_mask_draws.
 APPLIED_DRAW = 0
 
@@ -64,18 +59,8 @@ def validate_keep_probability(keep_probability: float) -> None:
     raise ValueError(f'keep probability q must be in (0, 1], got {keep_probability!r}.')
 
 
-def check_weighting(weighting) -> None:
-  try:
-    Weighting(weighting)
-  except ValueError as e:
-    raise ValueError(f'Unknown mask_weighting {weighting!r}; known: '
-                     f'{", ".join(w.value for w in Weighting)}.') from e
-
-
 KEEP_PROBABILITY = hyperparameters.Knob(0.5, 'mask_*: the keep probability q of update '
                                         'masking, in (0, 1].', validate_keep_probability)
-MASK_WEIGHTING = hyperparameters.Knob('uniform', 'mask_*: aggregation weights p_k: uniform or '
-                                      'num_examples.', check_weighting)
 NUM_MASK_DRAWS = hyperparameters.Knob(0, 'mask_*: fresh mask draws per mode and round for the '
                                       'empirical variances.',
                                       hyperparameters.check_int('num_mask_draws', 0))
@@ -83,10 +68,10 @@ NUM_MASK_DRAWS = hyperparameters.Knob(0, 'mask_*: fresh mask draws per mode and 
 
 @dataclasses.dataclass(frozen=True)
 class MaskingParams:
-  """Update masking's knobs: q, the aggregation weights, the empirical draws."""
+  """Update masking's knobs: q and the empirical draws (the aggregation weights p_k are the
+  run's `client_weighting`)."""
 
   keep_probability: float = KEEP_PROBABILITY.field()
-  mask_weighting: str = MASK_WEIGHTING.field()
   num_mask_draws: int = NUM_MASK_DRAWS.field()
 
   def __post_init__(self):
@@ -187,15 +172,14 @@ def _round_seed_schedule(seed: int) -> parts.RoundSchedule:
 
 
 def _mask_delta(delta, client_state, params, client_input, num_examples, *, mask_mode, masked,
-                keep_probability, num_mask_draws, weighting):
+                keep_probability, num_mask_draws, by_examples):
   """One client's masking of its delta, and its survival statistics."""
   del client_state  # Masked FedAvg keeps no client state.
   shapes = [d.shape for d in delta]
   round_seed = params['round_seed']
   masks = _masks_for(mask_mode, shapes, masked, keep_probability, round_seed, client_input,
                      APPLIED_DRAW)
-  weight = (tf.cast(num_examples, tf.float32) if weighting == Weighting.NUM_EXAMPLES
-            else None)
+  weight = tf.cast(num_examples, tf.float32) if by_examples else None
   weight32 = tf.constant(1.0, tf.float32) if weight is None else weight
   masked_delta = [d for d, flag in zip(delta, masked) if flag]
   squared_norm = _squared_norm(masked_delta or [tf.zeros([])])
@@ -227,7 +211,6 @@ def build_masked_fedavg(
     keep_probability: float,
     mask_mode: MaskMode,
     client_optimizer: tff.learning.optimizers.Optimizer,
-    weighting: Weighting = Weighting.UNIFORM,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
     model_aggregator: Optional[composer.AggregationFactory] = None,
     client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM,
@@ -242,11 +225,10 @@ def build_masked_fedavg(
     keep_probability: q in (0, 1]; q = 1 is FedAvg bit for bit in every mode.
     mask_mode: a `MaskMode` (or its value).
     client_optimizer: local optimizer, re-initialized every round.
-    weighting: `Weighting.UNIFORM` (p_k = 1/K) or `Weighting.NUM_EXAMPLES` (p_k = n_k / n).
     server_optimizer: applied to the negated weighted mean; default SGD with lr 1.
     model_aggregator: a `tff.aggregators` factory in place of the mean (`composer`).
-    client_weighting: must be uniform: update masking weighs its clients by `weighting`
-      (the p_k of the survival factor).
+    client_weighting: the aggregation weights p_k of the mean and of the survival factor:
+      `tff.learning.ClientWeighting.UNIFORM` (p_k = 1/K) or `NUM_EXAMPLES` (p_k = n_k / n).
     is_masked: predicate on a trainable variable's name; default: mask every tensor.
     num_mask_draws: fresh mask draws per mode and round for the empirical variances (0: off).
     seed: the server's base seed; round r's seed is drawn from `(seed, r)`.
@@ -257,15 +239,14 @@ def build_masked_fedavg(
     (see `survival_metrics`).
 
   Raises:
-    ValueError: for q outside (0, 1], an unknown mode or weighting, or a negative
+    ValueError: for q outside (0, 1], an unknown mode or client weighting, or a negative
       `num_mask_draws`.
   """
   validate_keep_probability(keep_probability)
   mask_mode = MaskMode(mask_mode)
-  if client_weighting != tff.learning.ClientWeighting.UNIFORM:
-    raise ValueError('Update masking weighs its clients by its own weighting (mask_weighting: '
-                     'uniform or examples, the p_k of S); leave client_weighting uniform.')
-  weighting = Weighting(weighting)
+  if not isinstance(client_weighting, tff.learning.ClientWeighting):
+    raise ValueError(f'client_weighting must be a tff.learning.ClientWeighting, got '
+                     f'{client_weighting!r}.')
   if isinstance(num_mask_draws, bool) or not isinstance(num_mask_draws, int) or (
       num_mask_draws < 0):
     raise ValueError(f'num_mask_draws must be an int >= 0, got {num_mask_draws!r}.')
@@ -273,7 +254,8 @@ def build_masked_fedavg(
   masked = [True if is_masked is None else bool(is_masked(n)) for n in names]
   compress = functools.partial(
       _mask_delta, mask_mode=mask_mode, masked=masked, keep_probability=keep_probability,
-      num_mask_draws=num_mask_draws, weighting=weighting)
+      num_mask_draws=num_mask_draws,
+      by_examples=client_weighting == tff.learning.ClientWeighting.NUM_EXAMPLES)
 
   def server_metrics(statistics, weight_sum):
     mean_delta = [tf.math.divide_no_nan(t, weight_sum) for t in statistics['weighted_delta']]

@@ -88,8 +88,7 @@ def _given(params) -> dict:
 
 def _masked(mode: str, label: str) -> Algorithm:
   return Algorithm(masking.MaskingParams, lambda m, p, c: masking.build_masked_fedavg(
-      m, mask_mode=mode, keep_probability=p.keep_probability, weighting=p.mask_weighting,
-      num_mask_draws=p.num_mask_draws, seed=c.seed, **c.options()), label)
+      m, mask_mode=mode, keep_probability=p.keep_probability, num_mask_draws=p.num_mask_draws, seed=c.seed, **c.options()), label)
 
 
 ALGORITHMS: dict[str, Algorithm] = {

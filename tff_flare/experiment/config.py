@@ -334,7 +334,8 @@ def compare_for_resume(recorded: dict[str, Any], config: RunSettings) -> dict[st
   """The resumable fields that changed, `{field: [recorded, now]}`.
 
   A field the recorded configuration lacks (the run was made before the field existed) counts
-  as its default: a new setting's default keeps the behaviour there was before it.
+  as its default: a new setting's default keeps the behaviour there was before it; a run
+  made when update masking had its own `mask_weighting` has it as `client_weighting`.
 
   Raises:
     ConfigError: a field outside `RESUMABLE_FIELDS` differs (the message names them all).
@@ -344,6 +345,9 @@ def compare_for_resume(recorded: dict[str, Any], config: RunSettings) -> dict[st
       {f.name: f.default for f in dataclasses.fields(config)
        if f.default is not dataclasses.MISSING}, default=list))
   then = {name: recorded.get(name, defaults.get(name)) for name in now}
+  if 'client_weighting' not in recorded and 'mask_weighting' in recorded:
+    # Runs made when update masking had its own weighting knob (merged into client_weighting).
+    then['client_weighting'] = recorded['mask_weighting']
   changed = {name: [then[name], value] for name, value in now.items() if then[name] != value}
   if 'algorithms' not in changed and 'algorithms' in now:  # A knob none of them takes.
     unused = set(algorithms.KNOB_NAMES) - algorithms.knobs_of(now['algorithms'])
