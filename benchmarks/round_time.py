@@ -11,7 +11,8 @@ scaled per batch (what the experiment binary sends). Modes, each in this one run
              round's clients split in N subrounds, stateful processes in two phases.
   <mode>:files  the same, with the clients' states in files the client computations read
              and write themselves (`AlgorithmProcess.next_with_state_files`): no client state
-             crosses the driver, and a stateful `next` runs whole (not in `inprocess`).
+             crosses the driver, and a stateful `next` runs whole (`inprocess:files`: this
+             process reads and writes the files).
 
 Per mode and algorithm: seconds per round (mean of the timed rounds; the first round, with
 tracing, is not timed), the bytes that crossed between the driver and TFF's worker(s) per
@@ -55,8 +56,8 @@ _ROUNDS = flags.DEFINE_integer('rounds', 2, 'Timed rounds per mode.', lower_boun
 _ALGORITHMS = flags.DEFINE_list('algorithms', ['flare', 'ec', 'fedavg', 'tff_fedavg'],
                                 'Algorithms to time.')
 _MODES = flags.DEFINE_list('modes', ['local', 'inprocess'],
-                           'Modes to time: local, inprocess, workers=N; a mode of TFF\'s runtime '
-                           'with :files keeps client states in files (see above).')
+                           'Modes to time: local, inprocess, workers=N; with :files the client '
+                           'states are files (see above).')
 _THREADS = flags.DEFINE_integer('client_threads', None, 'In-process client threads.')
 
 
@@ -66,9 +67,8 @@ def _time_mode(mode, processes, data, initial, rounds):
   ids = data.client_ids
   datasets = [data.create_tf_dataset_for_client(cid) for cid in ids]
   mode, _, files = mode.partition(':')
-  if files not in ('', 'files') or (files and mode == 'inprocess'):
-    raise app.UsageError(f'Unknown mode {mode}:{files} (a mode of TFF\'s runtime may end in '
-                         ':files).')
+  if files not in ('', 'files'):
+    raise app.UsageError(f'Unknown mode {mode}:{files} (a mode may end in :files).')
   directory = tempfile.mkdtemp(prefix='round_time_states_')
   stack = []
   if mode.startswith('workers='):

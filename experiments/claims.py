@@ -199,13 +199,15 @@ def sooner(results, selects: Sequence[spec.Select], first: str, others: Sequence
            round: Optional[int] = None, fraction: float = 0.9) -> Value:  # pylint: disable=redefined-builtin
   """The share of seeds in which `first` reaches the target at an earlier evaluation than each
   of `others` (one that never reaches it is later): the target is `fraction` of the lowest of
-  their final windows, ending at `round` (None: the last evaluation all of them reached)."""
+  their final windows, ending at `round` (None: the last evaluation all of them reached); no
+  number when a seed lacks one of them."""
   cells, wins = [], 0
   for select in selects:
     for seed in _seeds(results, select):
-      names = [a for a in (first, *others) if seed.curve(a) is not None]
-      if first not in names or len(names) < 2:
-        continue
+      names = (first, *others)
+      missing = [charts.label(a) for a in names if seed.curve(a) is None]
+      if missing:  # A comparison with a method the seed lacks is no comparison.
+        return Value(None, f'{seed.refs[0]} has no {", ".join(missing)}')
       end = _end(seed, names, round)
       finals = [_window(seed, a, end) for a in names] if end is not None else [None]
       if None in finals:
@@ -226,16 +228,18 @@ def sooner(results, selects: Sequence[spec.Select], first: str, others: Sequence
 def leads(results, selects: Sequence[spec.Select], above: str, below: Sequence[str],
           round: Optional[int] = None, margin: str = 'ZERO', metric: str = 'accuracy'  # pylint: disable=redefined-builtin
           ) -> Value:
-  """The share of seeds in which `above`'s final window beats the best of `below`'s (those the
-  seed has) by more than THRESHOLDS[margin]: windows ending at `round` (None: the last
-  evaluation all of them reached in the seed). For the loss, lower is better."""
+  """The share of seeds in which `above`'s final window beats the best of `below`'s by more
+  than THRESHOLDS[margin]: windows ending at `round` (None: the last evaluation all of them
+  reached in the seed); no number when a seed lacks one of them. For the loss, lower is
+  better."""
   sign = 1.0 if metric == 'accuracy' else -1.0  # The margin is how much better `above` is.
   margins, cells = [], []
   for select in selects:
     for seed in _seeds(results, select):
-      names = [a for a in (above, *below) if seed.curve(a) is not None]
-      if above not in names or len(names) < 2:
-        continue
+      names = (above, *below)
+      missing = [charts.label(a) for a in names if seed.curve(a) is None]
+      if missing:  # A comparison with a method the seed lacks is no comparison.
+        return Value(None, f'{seed.refs[0]} has no {", ".join(missing)}')
       end = _end(seed, names, round)
       values = [_window(seed, a, end, metric) for a in names] if end is not None else [None]
       if None in values:

@@ -517,7 +517,6 @@ _MINIBATCH_CELLS = tuple(f'masking_grid_100rounds/minibatch_{p}' for p in PARTIT
 _FULLBATCH_CELLS = tuple(f'masking_grid_100rounds/fullbatch_{p}' for p in PARTITIONS)
 _SWEEP = tuple(f'masking_batch_sweep/batch{b}' for b in (32, 64, 128, 256, 0))
 _CNN_FULL = Select(('mnist_cnn_full',))
-_FC_FULL = Select(('mnist_fc_full',))
 _F3_OTHERS = ('ec', 'ef21_dense', 'ec_fedprox', 'ec_ffl')
 _VGG = Select(('vgg11_cifar10_short',))
 _GRU = Select(('gru_shakespeare_short',))
@@ -558,8 +557,20 @@ def _near_fedavg(select, round_num):
               '<=', 'ZERO')
 
 
-_F3_ABOVE = _above((_CNN_FULL,), _F3_OTHERS, 300, margin='NEAR')
-_F3_FC_ABOVE = _above((_FC_FULL,), _F3_OTHERS, 300, margin='NEAR')
+
+
+def _f3(name, claim, here, figure, shown_rounds):
+  """F3 on one model's full-participation runs: FLARE near FedAvg and clearly above the
+  others, in every seed, at round 300."""
+  select = Select((figure,))
+  return spec.Claim(
+      name, _quotes('F3'), claim, here, (figure,),
+      holds=(_near_fedavg(select, 300),) + _above((select,), _F3_OTHERS, 300, margin='NEAR'),
+      partly=_above((select,), _F3_OTHERS, 300),
+      shows=tuple(_final(a, select, r, label) for r in shown_rounds
+                  for a, label in _NAMES.items()))
+
+
 _F6_ABOVE = _above(_UNAVAILABLE, ('ec', 'ef21_dense'))
 _F7_ABOVE = _above((_IMBALANCE,), ('ec', 'ef21_dense'), 300)
 _F8_ABOVE = _above((_EPOCHS[4], _EPOCHS[8]), ('ec',), 300)
@@ -618,28 +629,15 @@ CLAIMS = (
                     for r in _R_ALL) +
         tuple(_final('flare', _FIXED_R[r], 300, f'fixed CNN, 3 of 10, FLARE, R = {r} %')
               for r in _R_ALL)),
-    spec.Claim(
-        'F3 (CNN)', _quotes('F3'),
-        'FLARE near FedAvg (within NEAR) and above FFL, EF21, FedProx and '
-        'EC by more than NEAR ("clearly"), in every seed',
+    _f3('F3 (CNN)', 'FLARE near FedAvg (within NEAR) and above FFL, EF21, FedProx and EC by '
+        'more than NEAR ("clearly"), in every seed',
         "The authors' main MNIST CNN runs: every client every round, R = 0.001 %, three initial "
         "models (the authors' and two others) to 300 rounds, the authors' to 1,000; FFL is the "
-        "authors' EC-FFL, FedProx their EC+FedProx.",
-        ('mnist_cnn_full',),
-        holds=(_near_fedavg(_CNN_FULL, 300),) + _F3_ABOVE,
-        partly=_above((_CNN_FULL,), _F3_OTHERS, 300),
-        shows=tuple(_final(a, _CNN_FULL, 300, name) for a, name in _NAMES.items()) +
-        tuple(_final(a, _CNN_FULL, 1000, name) for a, name in _NAMES.items())),
-    spec.Claim(
-        'F3 (FC)', _quotes('F3'),
-        'The same on the FC',
+        "authors' EC-FFL, FedProx their EC+FedProx.", 'mnist_cnn_full', (300, 1000)),
+    _f3('F3 (FC)', 'The same on the FC',
         "The authors' main MNIST FC runs (every client every round, R = 0.001 %), one seed to "
         '300 rounds, in two processes of three algorithms (the six in one process do not fit '
-        'this machine: docs/performance.md).',
-        ('mnist_fc_full',),
-        holds=(_near_fedavg(_FC_FULL, 300),) + _F3_FC_ABOVE,
-        partly=_above((_FC_FULL,), _F3_OTHERS, 300),
-        shows=tuple(_final(a, _FC_FULL, 300, name) for a, name in _NAMES.items())),
+        'this machine: docs/performance.md).', 'mnist_fc_full', (300,)),
     spec.Claim(
         'F4', _quotes('F4'),
         'FLARE learns while EC and EF21 stay low: FLARE above both by more than '

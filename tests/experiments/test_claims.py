@@ -199,6 +199,22 @@ class ClaimRulesTest(parameterized.TestCase, tf.test.TestCase):
                     claims.progress_text(results, claim))
       self.assertNotEmpty(lines)  # The reading so far.
 
+  def test_a_seed_without_a_method_the_sentence_names_gives_no_verdict(self):
+    # Every run finished, but one seed never ran EF21: no comparison, so no verdict.
+    claim = _claim('F7')
+    base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    _write(base, claims.figures_read(claim), _AHEAD)
+    results = runs.Results(base, manifest.FIGURES)
+    ref = claims.runs_read(results, claim)[0]
+    declared = results.run(ref).rounds
+    config = json.loads((base / ref / 'config.json').read_text())['config']
+    kept = [a for a in config.pop('algorithms') if a != 'ef21_dense']
+    synthetic_runs.write_run(base / ref, {a: (lambda r: 0.5) for a in kept}, config, declared,
+                             range(0, declared + 1, 10))
+    verdict, lines = claims.verdict(runs.Results(base, manifest.FIGURES), claim)
+    self.assertEqual(verdict, 'not tested', str(lines))
+    self.assertIn(f'{ref} has no EF21', lines[0])
+
   def test_a_run_stopped_for_good_before_its_last_evaluation_is_not_finished(self):
     # A run committed as it stopped (no summary, no checkpoint) that trained every declared
     # round but did not evaluate the last one: the claim stays in progress.

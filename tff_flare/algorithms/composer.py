@@ -180,10 +180,8 @@ def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
 
     phases = process_lib.RoundPhases(client_phase=client_phase, server_phase=server_phase)
     next_with_state_files = _next_with_state_files(
-        model_fn, functions, state_type, client_phase_body_args=(round_params, distributor),
-        server_phase_body=server_phase_body, types=(model_weights_type,
-                                                    round_params.type_signature.result,
-                                                    data_type, client_input_type))
+        model_fn, functions, state_type, round_params, distributor, server_phase_body,
+        model_weights_type, data_type, client_input_type)
   else:
     next_with_state_files = None
 
@@ -230,14 +228,14 @@ def write_state_files(prefix: tf.Tensor, state) -> None:
 
 
 def _next_with_state_files(model_fn: ModelFn, functions: round_functions_lib.RoundFunctions,
-                           state_type, *, client_phase_body_args, server_phase_body, types):
+                           state_type, round_params, distributor, server_phase_body,
+                           model_weights_type, data_type, client_input_type):
   """`next` whose clients read and write their own states as files (see
-  `process.AlgorithmProcess.next_with_state_files`)."""
-  round_params, distributor = client_phase_body_args
-  model_weights_type, params_type, data_type, client_input_type = types
+  `process.AlgorithmProcess.next_with_state_files`): `compose`'s round, the client work
+  wrapped in the reading and writing of its state."""
 
-  @tff.tensorflow.computation(model_weights_type, params_type, data_type, np.str_, np.str_,
-                              client_input_type)
+  @tff.tensorflow.computation(model_weights_type, round_params.type_signature.result,
+                              data_type, np.str_, np.str_, client_input_type)
   def client_work_with_files(server_weights, params, dataset, read_prefix, write_prefix,
                              client_input):
     model = model_fn()

@@ -32,6 +32,8 @@ from tff_flare.tasks import registry as tasks
 CLIENT_STATE_STORAGES = ('memory', 'disk', 'files')
 # `tff.learning.ClientWeighting` by its lower-case name.
 CLIENT_WEIGHTINGS = ('uniform', 'num_examples')
+# Settings runs recorded under a name since retired: {retired name: the field it became}.
+RETIRED_FIELDS = {'mask_weighting': 'client_weighting'}  # Update masking's own p_k knob.
 # Settings a resumed run may change: they do not change what a round computes.
 RESUMABLE_FIELDS = ('output_dir', 'rounds', 'eval_every', 'checkpoint_every', 'execution',
                     'workers', 'worker_timeout_s', 'client_threads', 'allow_nonfinite_rounds',
@@ -334,8 +336,8 @@ def compare_for_resume(recorded: dict[str, Any], config: RunSettings) -> dict[st
   """The resumable fields that changed, `{field: [recorded, now]}`.
 
   A field the recorded configuration lacks (the run was made before the field existed) counts
-  as its default: a new setting's default keeps the behaviour there was before it; a run
-  made when update masking had its own `mask_weighting` has it as `client_weighting`.
+  as its default: a new setting's default keeps the behaviour there was before it. A field
+  recorded under a retired name (`RETIRED_FIELDS`) counts as the field it became.
 
   Raises:
     ConfigError: a field outside `RESUMABLE_FIELDS` differs (the message names them all).
@@ -345,9 +347,9 @@ def compare_for_resume(recorded: dict[str, Any], config: RunSettings) -> dict[st
       {f.name: f.default for f in dataclasses.fields(config)
        if f.default is not dataclasses.MISSING}, default=list))
   then = {name: recorded.get(name, defaults.get(name)) for name in now}
-  if 'client_weighting' not in recorded and 'mask_weighting' in recorded:
-    # Runs made when update masking had its own weighting knob (merged into client_weighting).
-    then['client_weighting'] = recorded['mask_weighting']
+  for earlier, field in RETIRED_FIELDS.items():
+    if earlier in recorded and field not in recorded and field in then:
+      then[field] = recorded[earlier]
   changed = {name: [then[name], value] for name, value in now.items() if then[name] != value}
   if 'algorithms' not in changed and 'algorithms' in now:  # A knob none of them takes.
     unused = set(algorithms.KNOB_NAMES) - algorithms.knobs_of(now['algorithms'])
