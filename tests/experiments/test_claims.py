@@ -199,40 +199,36 @@ class ClaimRulesTest(parameterized.TestCase, tf.test.TestCase):
                     claims.progress_text(results, claim))
       self.assertNotEmpty(lines)  # The reading so far.
 
+  def _f7_with_one_run_rewritten(self, drop=(), last_evaluation=True):
+    """F7's runs, finished and ahead, then its first run rewritten as a run of every declared
+    round without the algorithms `drop`, with (or without, nor a summary) the evaluation at
+    its last round: `(results, that run, its declared rounds)`."""
+    base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    _write(base, claims.figures_read(_claim('F7')), _AHEAD)
+    ref = claims.runs_read(runs.Results(base, manifest.FIGURES), _claim('F7'))[0]
+    declared = runs.Results(base, manifest.FIGURES).run(ref).rounds
+    config = json.loads((base / ref / 'config.json').read_text())['config']
+    kept = [a for a in config.pop('algorithms') if a not in drop]
+    (base / ref / 'summary.json').unlink()
+    synthetic_runs.write_run(base / ref, {a: (lambda r: 0.5) for a in kept}, config, declared,
+                             range(0, declared + last_evaluation, 10), summary=last_evaluation)
+    return runs.Results(base, manifest.FIGURES), ref, declared
+
   def test_a_seed_without_a_method_the_sentence_names_gives_no_verdict(self):
     # Every run finished, but one seed never ran EF21: no comparison, so no verdict.
-    claim = _claim('F7')
-    base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
-    _write(base, claims.figures_read(claim), _AHEAD)
-    results = runs.Results(base, manifest.FIGURES)
-    ref = claims.runs_read(results, claim)[0]
-    declared = results.run(ref).rounds
-    config = json.loads((base / ref / 'config.json').read_text())['config']
-    kept = [a for a in config.pop('algorithms') if a != 'ef21_dense']
-    synthetic_runs.write_run(base / ref, {a: (lambda r: 0.5) for a in kept}, config, declared,
-                             range(0, declared + 1, 10))
-    verdict, lines = claims.verdict(runs.Results(base, manifest.FIGURES), claim)
+    results, ref, _ = self._f7_with_one_run_rewritten(drop=('ef21_dense',))
+    verdict, lines = claims.verdict(results, _claim('F7'))
     self.assertEqual(verdict, 'not tested', str(lines))
     self.assertIn(f'{ref} has no EF21', lines[0])
 
   def test_a_run_stopped_for_good_before_its_last_evaluation_is_not_finished(self):
     # A run committed as it stopped (no summary, no checkpoint) that trained every declared
     # round but did not evaluate the last one: the claim stays in progress.
-    claim = _claim('F7')
-    base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
-    _write(base, claims.figures_read(claim), _AHEAD)
-    results = runs.Results(base, manifest.FIGURES)
-    ref = claims.runs_read(results, claim)[0]
-    declared = results.run(ref).rounds
-    config = json.loads((base / ref / 'config.json').read_text())['config']
-    algorithms = config.pop('algorithms')
-    synthetic_runs.write_run(base / ref, {a: (lambda r: 0.5) for a in algorithms}, config,
-                             declared, range(0, declared, 10), summary=False)
-    (base / ref / 'summary.json').unlink()
-    verdict, lines = claims.verdict(runs.Results(base, manifest.FIGURES), claim)
+    results, ref, declared = self._f7_with_one_run_rewritten(last_evaluation=False)
+    verdict, lines = claims.verdict(results, _claim('F7'))
     self.assertEqual(verdict, 'in progress', str(lines))
     self.assertIn(f'{ref} round {declared - 10} of {declared}',
-                  claims.progress_text(runs.Results(base, manifest.FIGURES), claim))
+                  claims.progress_text(results, _claim('F7')))
 
   def test_with_no_runs_every_claim_is_not_tested(self):
     results = runs.Results(pathlib.Path(self.get_temp_dir()) / 'empty', manifest.FIGURES)
