@@ -10,19 +10,21 @@ test images, plus the initial test loss/accuracy (the authors' seeded initializa
 
 import time
 
-from absl import app
 from absl import flags
 import tensorflow as tf
 
+from experiments import binary
 from tff_flare.tasks import data_sources
 from tff_flare.tasks import models
 from tff_flare.tasks import registry as tasks
 from tff_flare.execution import cleanup
 
 _NPZ = flags.DEFINE_string('npz', '../shared/datasets/mnist.npz', 'Keras-layout MNIST .npz.')
-_BATCH = flags.DEFINE_integer('batch_size', 64, 'Batch size.')
-_LR = flags.DEFINE_float('learning_rate', 0.215, 'SGD learning rate (the authors\' CNN lr).')
-_MOMENTUM = flags.DEFINE_float('momentum', 0.0, 'SGD momentum.')
+_BATCH = flags.DEFINE_integer('batch_size', 64, 'Batch size.', lower_bound=1)
+_LR = flags.DEFINE_float('learning_rate', 0.215, 'SGD learning rate (the authors\' CNN lr).',
+                         lower_bound=0.0, upper_bound=100.0)
+_MOMENTUM = flags.DEFINE_float('momentum', 0.0, 'SGD momentum.', lower_bound=0.0,
+                               upper_bound=1.0)
 _DOUBLE_SOFTMAX = flags.DEFINE_bool('double_softmax', True,
                                     "Keep the authors' second softmax (Q4).")
 
@@ -50,4 +52,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  binary.run(main)

@@ -20,11 +20,11 @@ import re
 import shutil
 import tempfile
 
-from absl import app
 from absl import flags
 import numpy as np
 import tensorflow_federated as tff
 
+from experiments import binary
 from tff_flare.algorithms import model_facts
 from tff_flare.execution import cleanup
 from tff_flare.tasks import models
@@ -85,4 +85,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  binary.run(main)

@@ -24,11 +24,11 @@ import tempfile
 import time
 from typing import Any
 
-from absl import app
 from absl import flags
 import numpy as np
 import tensorflow_federated as tff
 
+from experiments import binary
 from tff_flare.execution import cleanup
 from tff_flare.simulation import checkpoints as checkpoints_lib
 from tff_flare.simulation import client_state
@@ -38,6 +38,7 @@ from tff_flare.algorithms import model_facts
 
 _CLIENTS = flags.DEFINE_integer('clients', 10, 'Clients with a state.', lower_bound=1)
 _LAYOUTS = flags.DEFINE_list('layouts', ['program_state', 'files'], 'Layouts to measure.')
+binary.each_one_of(_LAYOUTS, ('program_state', 'files'), 'program_state, files')
 _CHILD = flags.DEFINE_string('child', None, 'Internal: layout:phase to run, prints JSON.')
 _DIRECTORY = flags.DEFINE_string('directory', None, 'Internal: the checkpoint directory.')
 
@@ -128,4 +129,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  binary.run(main)

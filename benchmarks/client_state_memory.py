@@ -19,11 +19,11 @@ import sys
 import tempfile
 import time
 
-from absl import app
 from absl import flags
 import numpy as np
 import tensorflow as tf
 
+from experiments import binary
 from tff_flare.simulation import client_state
 from tff_flare.tasks import models
 from tff_flare.algorithms import model_facts
@@ -34,6 +34,7 @@ _PER_ROUND = flags.DEFINE_integer('per_round', 10, 'Clients sampled per round.',
 _ROUNDS = flags.DEFINE_integer('rounds', 3, 'Rounds after every client has a state.',
                                lower_bound=1)
 _STORAGES = flags.DEFINE_list('storages', ['disk', 'memory'], 'Stores to measure.')
+binary.each_one_of(_STORAGES, ('disk', 'memory'), 'disk, memory')
 _CHILD = flags.DEFINE_string('child', None, 'Internal: run one storage and print JSON.')
 _DIRECTORY = flags.DEFINE_string('directory', None, 'Where the disk store writes (a '
                                  'temporary directory by default).')
@@ -112,4 +113,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  binary.run(main)

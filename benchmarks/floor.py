@@ -34,13 +34,13 @@ import collections
 import statistics
 import time
 
-from absl import app
 from absl import flags
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from benchmarks import synthetic
+from experiments import binary
 from tff_flare.algorithms import local_training
 from tff_flare.algorithms import registry
 from tff_flare.algorithms import regularizers
@@ -61,12 +61,15 @@ _MODES = flags.DEFINE_list('modes', ['inprocess', 'local'], 'Modes of the whole 
 _ROUNDS = flags.DEFINE_integer('rounds', 3, 'Timed rounds per algorithm and mode (median).',
                                lower_bound=1)
 _REPEATS = flags.DEFINE_integer('repeats', 5, 'Timings of each piece (median).', lower_bound=1)
-_THREADS = flags.DEFINE_integer('client_threads', None, 'In-process client threads.')
+_THREADS = flags.DEFINE_integer('client_threads', None, 'In-process client threads.',
+                                lower_bound=1)
 _MATMUL_N = flags.DEFINE_integer('matmul_n', 4096, 'Size of the square matmul.', lower_bound=1)
 _EVAL_EXAMPLES = flags.DEFINE_integer(
     'eval_examples', 0, 'Also time an evaluation of this many test examples (images; the '
     "GRU's sequences, in its batches of 8) against the bare Keras forward passes.",
     lower_bound=0)
+binary.each_one_of(_ALGORITHMS, registry.NAMES, ', '.join(registry.NAMES))
+binary.each_one_of(_MODES, ('inprocess', 'local'), 'inprocess, local')
 
 _KEEP_PERCENT, _TAU, _TAU_DECAY = 0.001, 0.05, 1.1
 # A model built with the project's own layer, and the same model with Keras's (`synthetic`).
@@ -374,4 +377,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  binary.run(main)

@@ -18,13 +18,13 @@ import statistics
 import sys
 import time
 
-from absl import app
 from absl import flags
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from benchmarks import synthetic
+from experiments import binary
 from tff_flare.algorithms import registry
 from tff_flare.execution import cleanup
 from tff_flare.execution import modes
@@ -34,11 +34,13 @@ _MODEL = flags.DEFINE_enum('model', 'vgg11', ['vgg11', 'vgg16', 'gru', 'gru_kera
                            'The model.')
 _ALLOW_CPU = flags.DEFINE_bool('allow_cpu', False, 'Time the rounds on the CPU when TF sees '
                                'no GPU (slow: seconds to minutes per step on 2 cores).')
-_CLIENTS = flags.DEFINE_integer('clients', 4, 'Clients per round (the authors\' VGG: 4).')
+_CLIENTS = flags.DEFINE_integer('clients', 4, 'Clients per round (the authors\' VGG: 4).',
+                                lower_bound=1)
 _EXAMPLES = flags.DEFINE_integer('examples_per_client', 1000, 'Examples per client (images; '
-                                 "the GRU's sequences of 100 characters).")
-_ROUNDS = flags.DEFINE_integer('rounds', 2, 'Timed rounds per mode.')
+                                 "the GRU's sequences of 100 characters).", lower_bound=1)
+_ROUNDS = flags.DEFINE_integer('rounds', 2, 'Timed rounds per mode.', lower_bound=1)
 _MODES = flags.DEFINE_list('modes', ['inprocess', 'local'], 'Modes to time.')
+binary.each_one_of(_MODES, ('inprocess', 'local'), 'inprocess, local')
 
 
 def main(argv):
@@ -87,4 +89,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  binary.run(main)

@@ -21,12 +21,12 @@ import statistics
 import tempfile
 import time
 
-from absl import app
 from absl import flags
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from experiments import binary
 from tff_flare.algorithms import local_training
 from tff_flare.tasks import registry as tasks
 from tff_flare.execution import cleanup
@@ -34,7 +34,8 @@ from tff_flare.execution import cleanup
 _MNIST = flags.DEFINE_string('mnist_npz', '../shared/datasets/mnist.npz', 'MNIST .npz.')
 _CIFAR = flags.DEFINE_string('cifar10', '../shared/datasets/cifar10_imagefolder.tar.gz',
                              'CIFAR-10 image folder or .tar.gz.')
-_TRAIN_BATCHES = flags.DEFINE_integer('train_batches', 3, 'Batches timed for local training.')
+_TRAIN_BATCHES = flags.DEFINE_integer('train_batches', 3, 'Batches timed for local training.',
+                                      lower_bound=1)
 
 
 def _synthetic_npz(directory, shape, num_train):
@@ -107,4 +108,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  binary.run(main)

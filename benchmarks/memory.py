@@ -24,8 +24,9 @@ import subprocess
 import sys
 import tempfile
 
-from absl import app
 from absl import flags
+
+from experiments import binary
 
 _TASKS = flags.DEFINE_list('tasks', ['mnist_fc'], 'Tasks (models) to measure.')
 _ALGORITHMS = flags.DEFINE_list('algorithms', ['flare', 'ec', 'ef21_dense', 'fedavg'],
@@ -79,4 +80,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  binary.run(main)

@@ -34,13 +34,13 @@ import statistics
 import tempfile
 import time
 
-from absl import app
 from absl import flags
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from benchmarks import synthetic
+from experiments import binary
 from tff_flare.algorithms import registry
 from tff_flare.execution import modes
 from tff_flare.execution import workers
@@ -58,7 +58,21 @@ _ALGORITHMS = flags.DEFINE_list('algorithms', ['flare', 'ec', 'fedavg', 'tff_fed
 _MODES = flags.DEFINE_list('modes', ['local', 'inprocess'],
                            'Modes to time: local, inprocess, workers=N; with :files the client '
                            'states are files (see above).')
-_THREADS = flags.DEFINE_integer('client_threads', None, 'In-process client threads.')
+_THREADS = flags.DEFINE_integer('client_threads', None, 'In-process client threads.',
+                                lower_bound=1)
+binary.each_one_of(_ALGORITHMS, registry.NAMES, ', '.join(registry.NAMES))
+
+
+def _is_mode(mode: str) -> bool:
+  """local, inprocess or workers=N (N >= 1), each optionally followed by :files."""
+  execution, _, files = mode.partition(':')
+  count = execution.removeprefix('workers=')
+  return files in ('', 'files') and (
+      execution in ('local', 'inprocess') or
+      (execution.startswith('workers=') and count.isdigit() and int(count) >= 1))
+
+
+binary.each_one_of(_MODES, _is_mode, 'local, inprocess or workers=N, each optionally with :files')
 
 
 
@@ -67,8 +81,6 @@ def _time_mode(mode, processes, data, initial, rounds):
   ids = data.client_ids
   datasets = [data.create_tf_dataset_for_client(cid) for cid in ids]
   mode, _, files = mode.partition(':')
-  if files not in ('', 'files'):
-    raise app.UsageError(f'Unknown mode {mode}:{files} (a mode may end in :files).')
   directory = tempfile.mkdtemp(prefix='round_time_states_')
   stack = []
   if mode.startswith('workers='):
@@ -137,4 +149,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  binary.run(main)

@@ -10,12 +10,17 @@
 * TFF's local context prints an ignored `AttributeError` from `ServiceManager.__del__` at
   every interpreter exit (its `subprocess` module is already gone); a binary mutes that one
   message (`cleanup.mute_tff_shutdown_noise`).
+* Once `main` has returned or reported its error, the interpreter's shutdown writes nothing
+  more on stderr: native libraries can print there as their threads meet closed descriptors
+  (gRPC's `Kick failed: eventfd_write: Bad file descriptor`), a line after the one line.
+  An error of a kind not in `EXIT_STATUS` keeps its traceback (stderr is muted only after).
 * Ctrl-C exits 130 with a line (`cleanup.install_process_cleanup`, which `main` calls with
   the resume advice); during the imports before it, `experiments/__init__.py` does the same.
 """
 
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from absl import app
 from absl import flags
@@ -76,6 +81,20 @@ def report(error: BaseException) -> int:
   return status
 
 
+def each_one_of(flag: flags.FlagHolder, known: Iterable[str] | Callable[[str], bool],
+                what: str) -> None:
+  """Each value of list `flag` must be in `known` (or pass it, a predicate): else a flag
+  error, one line and exit 2 before any work. `what` names what it takes, for the message."""
+  if callable(known):
+    accepts = known
+  else:
+    known = tuple(known)
+    accepts = known.__contains__
+  flags.register_validator(
+      flag, lambda values: all(accepts(value) for value in values),
+      message=f'--{flag.name} takes {what}')
+
+
 HELP_FLAGS = ('--help', '-help', '-h', '-?', '--helpshort', '-helpshort')
 
 
@@ -96,11 +115,23 @@ def _parse_flags(argv: list[str]) -> list[str]:
     return flags.FLAGS(argv)
   except flags.Error as e:
     print(f'error: {one_line(e)} (--helpfull lists the flags)', file=sys.stderr, flush=True)
-    sys.exit(BAD_INPUT)
   except UnicodeDecodeError as e:  # A --flagfile that is not UTF-8 text.
     print(f'error: a flag file is not UTF-8 text ({e.reason} at byte {e.start}).',
           file=sys.stderr, flush=True)
-    sys.exit(BAD_INPUT)
+  mute_stderr_for_shutdown()
+  sys.exit(BAD_INPUT)
+
+
+def mute_stderr_for_shutdown() -> None:
+  """Points file descriptor 2 at /dev/null (what is written so far is flushed first): for
+  the interpreter's shutdown, after a binary's last own line."""
+  sys.stdout.flush()
+  sys.stderr.flush()
+  devnull = os.open(os.devnull, os.O_WRONLY)
+  try:
+    os.dup2(devnull, 2)
+  finally:
+    os.close(devnull)
 
 
 def run(main: Callable[[list[str]], int | None]) -> None:
@@ -111,8 +142,10 @@ def run(main: Callable[[list[str]], int | None]) -> None:
     if not flags.FLAGS['verbosity'].present:  # TFF's and Keras's INFO lines are noise here.
       logging.set_verbosity(logging.WARNING)
     try:
-      return main(argv)
+      status = main(argv)
     except Exception as e:  # pylint: disable=broad-except
-      return report(e)
+      status = report(e)
+    mute_stderr_for_shutdown()
+    return status
 
   app.run(main_with_statuses, flags_parser=_parse_flags)
