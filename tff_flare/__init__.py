@@ -7,6 +7,10 @@
                               clients_per_round=5, output_dir='runs/mine')
   result.summary['final_eval'], result.model_weights['flare']
 
+Without `output_dir` a run stays in memory (nothing written, no resume). `hooks=` takes
+`tff_flare.Hook`s (`after_round` reads each round's row; returning True ends the run early)
+and `release_managers=` TFF's `tff.program` release managers for every round's metrics.
+
 The builders take a `model_fn` returning a `tff.learning.models.VariableModel`, as
 `tff.learning.algorithms` does; `simulate` runs their processes side by side on one's own
 client data with the loop, checkpoints and files of the experiment binaries. The package is
@@ -38,9 +42,10 @@ from tff_flare.algorithms.registry import Hyperparameters
 from tff_flare.experiment.config import ConfigError
 from tff_flare.experiment.runner import SimulationResult
 from tff_flare.experiment.runner import simulate
+from tff_flare.simulation.loop import Hook
 
 __all__ = [
-    'AlgorithmProcess', 'ConfigError', 'Hyperparameters', 'SimulationResult', 'build_ec',
+    'AlgorithmProcess', 'ConfigError', 'Hook', 'Hyperparameters', 'SimulationResult', 'build_ec',
     'build_ec_fedprox', 'build_ec_ffl', 'build_ef21', 'build_fedavg', 'build_flare',
     'build_masked_fedavg', 'build_qsgd_ef', 'build_tff_fedavg', 'build_tff_fedprox', 'simulate',
 ]

@@ -10,7 +10,6 @@ import sys
 import threading
 import time
 
-from absl.testing import parameterized
 import portpicker
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -101,7 +100,7 @@ def _csv_rounds(output_dir):
     return [int(r['round']) for r in csv.DictReader(f)]
 
 
-class FaultsTest(parameterized.TestCase, tf.test.TestCase):
+class FaultsTest(tf.test.TestCase):
 
   def test_worker_down_at_start_is_named(self):
     address = f'localhost:{portpicker.pick_unused_port()}'
@@ -110,8 +109,7 @@ class FaultsTest(parameterized.TestCase, tf.test.TestCase):
       with remote.remote_execution([address], connect_timeout_s=1.0):
         pass
 
-  @parameterized.parameters('disk', 'files')
-  def test_worker_killed_mid_run_then_resumed_equals_local_run(self, storage):
+  def test_worker_killed_mid_run_then_resumed_equals_local_run(self):
     # disk: the driver keeps the states as files; files: the workers' client computations
     # read and write them (`next_with_state_files`), so no state crosses the driver.
     base = self.get_temp_dir()
@@ -119,32 +117,34 @@ class FaultsTest(parameterized.TestCase, tf.test.TestCase):
     overrides = dict(algorithms=('flare', 'mask_independent', 'tff_fedavg'))
     local = runner.run_experiment(_config(os.path.join(base, 'local'), **overrides),
                                   log=lambda _: None)
-    output_dir = os.path.join(base, 'remote')
     with worker.LoopbackWorkers(2) as workers:
-      # The client states in files here, in memory in the local run: same results.
-      config = _config(output_dir, execution='remote', workers=workers.addresses,
-                       client_state_storage=storage, **overrides)
+      for storage in ('disk', 'files'):
+        output_dir = os.path.join(base, storage)
+        # The client states in files here, in memory in the local run: same results.
+        config = _config(output_dir, execution='remote', workers=workers.addresses,
+                         client_state_storage=storage, **overrides)
 
-      def kill_after_round_1(line):
-        if line.startswith('round 1 '):
-          workers.kill(1)
+        def kill_after_round_1(line):
+          if line.startswith('round 1 '):
+            workers.kill(1)
 
-      with self.assertRaisesRegex(remote.WorkerUnavailableError,
-                                  f'{workers.addresses[1]}: unreachable for more than 3 s'):
-        runner.run_experiment(config, log=kill_after_round_1)
-      self.assertEqual(_csv_rounds(output_dir), [0, 1])
-      workers.start(1)  # Back on the same port.
-      lines = []
-      resumed = runner.run_experiment(config, log=lines.append)
-    self.assertIn('Resuming from the checkpoint after round 1.', lines)
-    self.assertEqual(_csv_rounds(output_dir), [0, 1, 2, 3, 4])  # 4: the final evaluation.
-    for name, result in local['final_eval'].items():
-      self.assertAllClose(resumed['final_eval'][name], result, rtol=1e-5, msg=name)
+        with self.assertRaisesRegex(remote.WorkerUnavailableError,
+                                    f'{workers.addresses[1]}: unreachable for more than 3 s'):
+          runner.run_experiment(config, log=kill_after_round_1)
+        self.assertEqual(_csv_rounds(output_dir), [0, 1])
+        workers.start(1)  # Back on the same port.
+        lines = []
+        resumed = runner.run_experiment(config, log=lines.append)
+        self.assertIn('Resuming from the checkpoint after round 1.', lines)
+        self.assertEqual(_csv_rounds(output_dir), [0, 1, 2, 3, 4])  # 4: the final evaluation.
+        for name, result in local['final_eval'].items():
+          self.assertAllClose(resumed['final_eval'][name], result, rtol=1e-5,
+                              msg=f'{storage} {name}')
+        flare_dir = pathlib.Path(output_dir) / 'client_states' / 'flare'
+        self.assertLen([p for p in flare_dir.iterdir() if p.is_dir()], 6)  # One per client.
+        suffix = dict(disk='.npy', files='.tensor')[storage]
+        self.assertNotEmpty(list(flare_dir.glob(f'*/g*_0{suffix}')), storage)
     self.assertEmpty(_worker_pids(workers.addresses))
-    flare_dir = pathlib.Path(output_dir) / 'client_states' / 'flare'
-    self.assertLen([p for p in flare_dir.iterdir() if p.is_dir()], 6)  # One per client.
-    suffix = dict(disk='.npy', files='.tensor')[storage]
-    self.assertNotEmpty(list(flare_dir.glob(f'*/g*_0{suffix}')))
 
   def test_a_stopped_worker_ends_the_round_after_the_timeout(self):
     # SIGSTOP (a frozen process, a paused machine): the worker fails nothing and answers

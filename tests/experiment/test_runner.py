@@ -80,33 +80,36 @@ class ResumeTest(tf.test.TestCase):
 
   def test_a_changed_configuration_is_refused_and_longer_rounds_are_recorded(self):
     output = pathlib.Path(self.get_temp_dir()) / 'run'
-    _run(_config(output, rounds=2))
+    flare = dict(algorithms=('flare',))
+    _run(_config(output, rounds=2, **flare))
     with self.assertRaisesRegex(config_lib.ConfigError,
                                 r'another configuration \(keep_percent: 0.001 then, 0.01 now; '
                                 r'tau: 0.05 then, 0.5 now\)'):
-      _run(_config(output, rounds=4, tau=0.5, keep_percent=0.01))
-    summary, lines = _run(_config(output, rounds=4))
+      _run(_config(output, rounds=4, tau=0.5, keep_percent=0.01, **flare))
+    summary, lines = _run(_config(output, rounds=4, **flare))
     self.assertIn('Resuming from the checkpoint after round 1.', lines)
     self.assertIn("Resuming with changed settings: rounds 2 -> 4", lines)
     record = json.loads((output / 'config.json').read_text())
     self.assertEqual(record['changes'][0]['changed'], dict(rounds=[2, 4]))
     self.assertEqual(summary['changes'], record['changes'])
-    whole, _ = _run(_config(pathlib.Path(self.get_temp_dir()) / 'whole', rounds=4))
+    whole, _ = _run(_config(pathlib.Path(self.get_temp_dir()) / 'whole', rounds=4, **flare))
     self.assertEqual(summary['final_eval'], whole['final_eval'])
 
   def test_both_kept_checkpoints_resume_with_either_store(self):
     # The stores hold the same states (tests/simulation/test_client_state.py): one whole run.
-    whole, _ = _run(_config(pathlib.Path(self.get_temp_dir()) / 'whole'))
+    # FLARE and EF21: two kinds of client state (an accumulator; a dense estimate).
+    algorithms = ('flare', 'ef21')
+    whole, _ = _run(_config(pathlib.Path(self.get_temp_dir()) / 'whole', algorithms=algorithms))
     for storage in ('memory', 'disk', 'files'):
       base = pathlib.Path(self.get_temp_dir()) / storage
       output = base / 'run'
-      _run(_config(output, client_state_storage=storage))
+      _run(_config(output, client_state_storage=storage, algorithms=algorithms))
       checkpoints = sorted(os.listdir(output / 'checkpoints'))
       self.assertEqual(checkpoints, ['client_states_2', 'client_states_3', 'program_state_2',
                                      'program_state_3'])
       # Lost: resume from the older (its client states left behind are written over).
       shutil.rmtree(output / 'checkpoints' / 'program_state_3')
-      summary, lines = _run(_config(output, client_state_storage=storage))
+      summary, lines = _run(_config(output, client_state_storage=storage, algorithms=algorithms))
       self.assertIn('Resuming from the checkpoint after round 1.', lines)
       self.assertEqual(summary['final_eval'], whole['final_eval'], storage)
 
@@ -470,7 +473,8 @@ class SimulateResumeTest(tf.test.TestCase):
   def _simulate(self, output, processes, data, rounds, test_seed=9, log=None, **settings):
     lines = []
     result = runner.simulate(
-        processes, data, output_dir=str(output), rounds=rounds, checkpoint_every=1,
+        processes, data, output_dir=None if output is None else str(output), rounds=rounds,
+        checkpoint_every=1,
         eval_every=1, test_data=tiny_models.classification_dataset(test_seed),
         client_threads=1, log=log or lines.append,
         **dict(dict(clients_per_round=2, seed=3), **settings))
@@ -529,9 +533,70 @@ class SimulateResumeTest(tf.test.TestCase):
     parameters = inspect.signature(runner.simulate).parameters
     for field in dataclasses.fields(config_lib.RunSettings):
       self.assertIn(field.name, parameters)
-      if field.name != 'output_dir':  # Required: no in-place default.
-        self.assertEqual(parameters[field.name].default, field.default, msg=field.name)
+      self.assertEqual(parameters[field.name].default, field.default, msg=field.name)
     self.assertNotIn('settings', parameters)
+    self.assertEqual(parameters['hooks'].default, ())
+    self.assertEqual(parameters['release_managers'].default, ())
+
+  def test_a_run_in_memory_writes_nothing_and_equals_a_run_on_disk(self):
+    data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
+    on_disk, _ = self._simulate(pathlib.Path(self.get_temp_dir()) / 'disk',
+                                {'flare': self._process()}, data, 2)
+    here = pathlib.Path(self.get_temp_dir()) / 'cwd'
+    here.mkdir()
+    previous = os.getcwd()
+    os.chdir(here)
+    self.addCleanup(os.chdir, previous)
+    flare = self._process()
+    in_memory, lines = self._simulate(None, {'flare': flare}, data, 2)
+    self.assertEqual(list(here.iterdir()), [])
+    self.assertEqual(in_memory.summary['final_eval'], on_disk.summary['final_eval'])
+    for got, want in zip(in_memory.model_weights['flare'].trainable,
+                         on_disk.model_weights['flare'].trainable):
+      np.testing.assert_array_equal(got, want)
+    # The server state returned is the run's: its model is the model returned.
+    for got, want in zip(flare.get_model_weights(in_memory.states['flare']).trainable,
+                         in_memory.model_weights['flare'].trainable):
+      np.testing.assert_array_equal(got, want)
+    self.assertTrue(any(line.startswith('round 1 ') for line in lines))
+    with self.assertRaisesRegex(config_lib.ConfigError, "client_state_storage 'disk' keeps the "
+                                'client states under output_dir'):
+      self._simulate(None, {'flare': flare}, data, 2, client_state_storage='disk')
+    with self.assertRaisesRegex(config_lib.ConfigError, "output_dir must name a directory, or "
+                                "be None \\(a run in memory\\), got ''"):
+      runner.simulate({'flare': flare}, data, output_dir='')
+    self.assertEqual(list(here.iterdir()), [])
+
+  def test_a_hook_ends_the_run_early_and_the_run_resumes_to_the_same_model(self):
+    import tff_flare  # pylint: disable=g-import-not-at-top
+    data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
+    whole, _ = self._simulate(pathlib.Path(self.get_temp_dir()) / 'whole',
+                              {'flare': self._process()}, data, 4)
+
+    class StopAfterRound1(tff_flare.Hook):
+      def __init__(self):
+        self.accuracies = []
+
+      def after_round(self, round_num, runs, row):
+        self.accuracies.append(row['flare']['eval']['accuracy'])
+        return round_num == 1
+
+    output = pathlib.Path(self.get_temp_dir()) / 'early'
+    stop, released = StopAfterRound1(), tff.program.MemoryReleaseManager()
+    early, _ = self._simulate(output, {'flare': self._process()}, data, 4, hooks=[stop],
+                              release_managers=[released])
+    self.assertEqual(early.summary['rounds_trained'], 2)
+    self.assertEqual(checkpoints_rounds(output), [1, 2])  # The early end is checkpointed.
+    self.assertLen(stop.accuracies, 2)
+    rows = dict(released.values())
+    self.assertEqual(sorted(rows), [0, 1, 2])  # Two rounds and the end of the run.
+    self.assertEqual(rows[2]['flare']['eval'], early.summary['final_eval']['flare'])
+    resumed, _ = self._simulate(output, {'flare': self._process()}, data, 4)
+    self.assertEqual(resumed.summary['rounds_trained'], 4)
+    self.assertEqual(resumed.summary['final_eval'], whole.summary['final_eval'])
+    for got, want in zip(resumed.model_weights['flare'].trainable,
+                         whole.model_weights['flare'].trainable):
+      np.testing.assert_array_equal(got, want)
 
   def test_the_result_holds_each_process_model(self):
     data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
@@ -615,7 +680,11 @@ class SimulateResumeTest(tf.test.TestCase):
          r'tff_flare.build_tff_fedavg'),
         ({'flare': flare, 'ec': self._process(
             builder='build_ec', model_fn=tiny_models.softmax_model_fn(num_classes=5))},
-         data, {}, "Processes 'flare' and 'ec' are of different models")):
+         data, {}, "Processes 'flare' and 'ec' are of different models"),
+        ({'flare': flare}, data, dict(hooks=[print]),
+         'hooks must be a list of tff_flare.Hook, got a builtin_function_or_method in it'),
+        ({'flare': flare}, data, dict(release_managers='metrics.csv'),
+         'release_managers must be a list of tff.program.ReleaseManager, got str')):
       with self.assertRaisesRegex(config_lib.ConfigError, message):
         self._simulate(output, processes, client_data, 1, **settings)
     self.assertFalse(output.exists())

@@ -53,7 +53,8 @@ class RunSettings:
   """What a run of the loop takes, whatever trains in it (`runner.simulate` takes these
   alone; an experiment adds its task and algorithms, `Settings`)."""
 
-  output_dir: str = _(None, 'Where results and checkpoints go.')
+  output_dir: Optional[str] = _(None, 'Where results and checkpoints go (None: nowhere, a '
+                                'run in memory).')
   rounds: int = _(10, 'Rounds of training.')
   clients_per_round: Optional[int] = _(None, 'Clients sampled each round (client '
                                        'unavailability); default: all clients in use.')
@@ -200,8 +201,12 @@ def validate_run(settings: RunSettings, population: int) -> None:
     ConfigError: the first setting that would fail later, in one line.
   """
   try:
-    _check(bool(settings.output_dir),
-           'output_dir is required (where results and checkpoints go).')
+    output_dir = settings.output_dir
+    _check(output_dir is None or (isinstance(output_dir, str) and output_dir != ''),
+           f'output_dir must name a directory, or be None (a run in memory), got {output_dir!r}.')
+    _check(output_dir is not None or settings.client_state_storage == 'memory',
+           f'client_state_storage {settings.client_state_storage!r} keeps the client states '
+           'under output_dir: give one, or keep them in memory.')
     for name in ('rounds', 'eval_every', 'checkpoint_every'):
       value = getattr(settings, name)
       _check(_is_int(value) and value >= 1, f'{name} must be an int >= 1, got {value!r}.')

@@ -26,7 +26,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Callable, Iterator, Optional, Union
 
 import numpy as np
@@ -377,17 +377,22 @@ class SimulationResult:
       'loss': ...}}` or None without test data), the settings, the timings, the memory.
     model_weights: `{name: tff.learning.models.ModelWeights}` of numpy arrays, each process's
       global model; `weights.assign_weights_to(keras_model)` puts it into a Keras model built
-      as the `model_fn` builds it. The server states (optimizer, aggregator) and the clients'
-      states are in the run's checkpoints (`output_dir`).
+      as the `model_fn` builds it.
+    states: `{name: server state}`, each process's state after its last round (its
+      `next` returns it: the global model, the server optimizer's and the aggregator's
+      states). The clients' states are in the run's checkpoints (`output_dir`).
   """
 
   summary: dict
   model_weights: dict
+  states: dict
 
 
 @_signature_with_settings
 def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: ClientData, *,
-             output_dir: str, test_data: Optional[tf.data.Dataset] = None,
+             output_dir: Optional[str] = None, test_data: Optional[tf.data.Dataset] = None,
+             hooks: Sequence[loop.Hook] = (),
+             release_managers: Sequence[tff.program.ReleaseManager] = (),
              log: Callable[[str], object] = print, **settings) -> SimulationResult:
   """Runs (or resumes) `processes` side by side on `train_data`, as the binaries' runs do.
 
@@ -407,9 +412,16 @@ def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: 
       `algorithms.registry.build`); they start from the first one's initial model.
     train_data: the clients' data: a `tff.simulation.datasets.ClientData`, or a mapping of
       client id to a batched `tf.data.Dataset` in the model's input format.
-    output_dir: where results and checkpoints go.
+    output_dir: where results and checkpoints go; None runs in memory (a notebook's run:
+      nothing written, no resume; client states in memory).
     test_data: a batched dataset to evaluate the global models on every `eval_every` rounds
       (and after the last); None evaluates nothing.
+    hooks: `tff_flare.Hook`s called around every round after the run's own (evaluation,
+      releases) and before its checkpoint: a hook reads each round's row (metrics, test
+      accuracy) and may end the run early by returning True from `after_round`.
+    release_managers: `tff.program.ReleaseManager`s that get every round's row, keyed by
+      the round (as the run's metrics.csv and tensorboard/ do), e.g. a
+      `tff.program.MemoryReleaseManager`.
     log: where progress lines go.
     **settings: `config.RunSettings` fields (the signature lists them with their defaults;
       `seed` seeds the client sampling: the initial model is the first process's
@@ -473,19 +485,46 @@ def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: 
   if test_data is not None and not isinstance(test_data, tf.data.Dataset):
     raise config_lib.ConfigError('test_data must be a batched tf.data.Dataset or None, got '
                                  f'{type(test_data).__name__}.')
+  _check_instances('hooks', hooks, loop.Hook, 'tff_flare.Hook')
+  _check_instances('release_managers', release_managers, tff.program.ReleaseManager,
+                   'tff.program.ReleaseManager')
+  extra = _Extra(hooks=list(hooks), release_managers=list(release_managers))
+  if output_dir is None:
+    return _simulate_checked(processes, client_ids, datasets, dataset_of, run, test_data, log,
+                             extra)
   with _removed_if_refused(output_dir):
-    return _simulate_checked(processes, client_ids, datasets, dataset_of, run, test_data, log)
+    return _simulate_checked(processes, client_ids, datasets, dataset_of, run, test_data, log,
+                             extra)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Extra:
+  """What a `simulate` caller adds to a run: its hooks and release managers."""
+  hooks: list = dataclasses.field(default_factory=list)
+  release_managers: list = dataclasses.field(default_factory=list)
+
+
+def _check_instances(name: str, values, kind: type, kind_name: str) -> None:
+  if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):
+    raise config_lib.ConfigError(f'{name} must be a list of {kind_name}, got '
+                                 f'{type(values).__name__}.')
+  for value in values:
+    if not isinstance(value, kind):
+      raise config_lib.ConfigError(f'{name} must be a list of {kind_name}, got a '
+                                   f'{type(value).__name__} in it.')
 
 
 def _simulate_checked(processes, client_ids, datasets, dataset_of, run, test_data,
-                      log) -> SimulationResult:
+                      log, extra: '_Extra') -> SimulationResult:
   """`simulate` after its inputs are checked: the directory, the facts it records, the run."""
   output_dir = run.output_dir
-  config_lib.check_writable(output_dir)
   model_fn = next(iter(processes.values())).model_fn
   evaluate = (evaluation.build_evaluate_fn(model_fn, test_data) if test_data is not None
               else None)
-  with exclusive_output_dir(output_dir):
+  if output_dir is not None:
+    config_lib.check_writable(output_dir)
+  with (exclusive_output_dir(output_dir) if output_dir is not None
+        else contextlib.nullcontext()):
     facts = dict(
         algorithms=list(processes),
         processes={name: process.build for name, process in processes.items()},
@@ -498,7 +537,7 @@ def _simulate_checked(processes, client_ids, datasets, dataset_of, run, test_dat
           'cannot check that it is on the same data.')
     with cleanup.noting_interrupts() as interrupted:
       return _run_processes(dict(processes), datasets, client_ids, evaluate, run, facts, log,
-                            interrupted)
+                            interrupted, extra)
 
 
 # A process's name is a folder (client_states/<name>) and a column prefix (<name>/<metric>).
@@ -557,22 +596,30 @@ def _check_memory(processes: dict, population: int, settings: config_lib.RunSett
 
 def _run_processes(processes: dict, client_datasets, client_ids: list[str], evaluate,
                    settings: config_lib.RunSettings, facts: dict, log,
-                   interrupted: Optional[threading.Event] = None) -> SimulationResult:
+                   interrupted: Optional[threading.Event] = None,
+                   extra: Optional[_Extra] = None) -> SimulationResult:
   """The one run of processes: checks the directory, records the settings (`facts` beside
-  them), runs the loop with its hooks, writes the summary (returned with the runs' final
-  models and states); stops between rounds once
-  `interrupted` is set (`cleanup.noting_interrupts`)."""
-  output = pathlib.Path(settings.output_dir)
-  checkpoint_rounds = checkpoints_lib.saved_rounds(output / 'checkpoints')
-  _check_output_dir(settings, checkpoint_rounds)
+  them), runs the loop with its hooks (`extra`'s after the run's own), writes the summary
+  (returned with the runs' final models and states); stops between rounds once `interrupted`
+  is set (`cleanup.noting_interrupts`). Without `settings.output_dir` nothing is read or
+  written: no record, checkpoint, metrics file or summary file."""
+  extra = extra or _Extra()
+  output = pathlib.Path(settings.output_dir) if settings.output_dir is not None else None
+  checkpoint_rounds = []
+  if output is not None:
+    checkpoint_rounds = checkpoints_lib.saved_rounds(output / 'checkpoints')
+    _check_output_dir(settings, checkpoint_rounds)
   estimate = _check_memory(processes, len(client_ids), settings, evaluate is not None, log)
-  record = _record_config(settings, log, facts,
-                          from_round=checkpoint_rounds[-1] if checkpoint_rounds else 0)
+  if output is None:
+    record = dict(changes=[], code=[dict(code_version(), from_round=0)])
+  else:
+    record = _record_config(settings, log, facts,
+                            from_round=checkpoint_rounds[-1] if checkpoint_rounds else 0)
   if record.get('clients') and record['clients'] != list(client_ids):
     log('The clients are given in another order than the run recorded; it keeps its own '
         '(the states and the sampling follow the client ids).')
     client_ids = list(record['clients'])
-  if not checkpoint_rounds and (output / 'metrics.csv').exists():
+  if output is not None and not checkpoint_rounds and (output / 'metrics.csv').exists():
     log('No checkpoint yet (stopped before the first): starting again from round 0.')
     for name in _ROUND_OUTPUTS:
       entry = output / name
@@ -595,19 +642,20 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
       runs.append(run)
     log(f'Execution: {execution.name}. ' + '; '.join(f'{run.name} on {run.where}'
                                                    for run in runs) + '.')
-    checkpoints = checkpoints_lib.Checkpoints(str(output / 'checkpoints'), runs, client_ids)
-    try:
-      start_round = checkpoints.restore()
-    except checkpoints_lib.CheckpointError as e:
-      raise config_lib.ConfigError(str(e)) from e
+    checkpoints, start_round = None, 0
+    if output is not None:
+      checkpoints = checkpoints_lib.Checkpoints(str(output / 'checkpoints'), runs, client_ids)
+      try:
+        start_round = checkpoints.restore()
+      except checkpoints_lib.CheckpointError as e:
+        raise config_lib.ConfigError(str(e)) from e
     if start_round:
       log(f'Resuming from the checkpoint after round {start_round - 1}.')
     sampler = sampling.build_client_sampler(client_ids, settings.clients_per_round or
                                             len(client_ids), settings.seed,
                                             settings.client_sampling)
-    csv = tff.program.CSVFileReleaseManager(output / 'metrics.csv', key_fieldname='round')
     collected = hooks_lib.CollectRows()
-    last_checkpoint = lambda: (checkpoints.versions() or [None])[-1]
+    last_checkpoint = lambda: ((checkpoints.versions() if checkpoints else None) or [None])[-1]
     hooks = [hooks_lib.StopOnInterrupt(interrupted, last_checkpoint)] if interrupted else []
     hooks += [hooks_lib.Evaluation(evaluate, settings.eval_every)] if evaluate else []
     if any(run.process.uses_test_loss for run in runs):  # EC-FFL, reusing the evaluation.
@@ -615,14 +663,20 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
         raise config_lib.ConfigError(', '.join(r.name for r in runs if r.process.uses_test_loss)
                                      + ' adapt(s) to the test loss: give test_data.')
       hooks.append(hooks_lib.TestLossFeedback(evaluate))
-    hooks += [hooks_lib.ReleaseRows([csv, tff.program.TensorBoardReleaseManager(
-        output / 'tensorboard')], final_managers=[csv])]
+    managers, final_managers = list(extra.release_managers), list(extra.release_managers)
+    if output is not None:
+      csv = tff.program.CSVFileReleaseManager(output / 'metrics.csv', key_fieldname='round')
+      managers += [csv, tff.program.TensorBoardReleaseManager(output / 'tensorboard')]
+      final_managers.append(csv)
+    hooks += [hooks_lib.ReleaseRows(managers, final_managers=final_managers)] if managers else []
     if not settings.allow_nonfinite_rounds:
       hooks.append(hooks_lib.StopOnNonFiniteRound(last_checkpoint))
+    hooks += extra.hooks
+    if checkpoints is not None:
+      hooks.append(hooks_lib.CheckpointEvery(checkpoints, settings.checkpoint_every,
+                                             settings.rounds))
     progress = hooks_lib.LogProgress(log, start_round, settings.rounds, peak.peak_bytes)
-    hooks += [hooks_lib.CheckpointEvery(checkpoints, settings.checkpoint_every,
-                                        settings.rounds),
-              progress, collected]
+    hooks += [progress, collected]
     started = time.perf_counter()
     loop.run_rounds(runs, client_datasets, sampler, start_round=start_round,
                     end_round=settings.rounds, hooks=hooks, execution_stats=execution.stats)
@@ -631,6 +685,7 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
   summary = dict(
       config=config_lib.as_dict(settings), changes=record['changes'], code=record['code'],
       **dict(facts, clients=list(client_ids)), final_eval=final, rounds=settings.rounds,
+      rounds_trained=collected.rows[-1]['round'],
       where={run.name: run.where for run in runs},
       num_trainable_parameters=int(sum(np.size(t) for t in runs[0].model_weights().trainable)),
       gpus=[d.name for d in tf.config.list_physical_devices('GPU')],
@@ -638,8 +693,10 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
       memory=dict(estimated_peak_gib=round(estimate.total / memory.GIB, 3),
                   peak_gib=round(peak.peak_bytes() / memory.GIB, 3),
                   floor_gib=round(estimate.floor / memory.GIB, 3)))
-  files.write_file(output / SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
+  if output is not None:
+    files.write_file(output / SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
   return SimulationResult(
       summary=summary,
       model_weights={run.name: tf.nest.map_structure(np.asarray, run.model_weights())
-                     for run in runs})
+                     for run in runs},
+      states={run.name: run.state for run in runs})

@@ -189,7 +189,8 @@ def _release(managers, value, key: int) -> None:
 
 
 class CheckpointEvery(loop.Hook):
-  """Saves the program state after every `every`-th round and after the last one.
+  """Saves the program state after every `every`-th round and after the last one (also when
+  a hook ends the run early).
 
   Args:
     checkpoints: the run's `checkpoints.Checkpoints`.
@@ -206,6 +207,10 @@ class CheckpointEvery(loop.Hook):
     done = round_num + 1
     if done % self._every == 0 or done == self._end_round:
       self._checkpoints.save(done)
+
+  def after_last_round(self, end_round, runs, row) -> None:
+    if end_round < self._end_round and (self._checkpoints.versions() or [None])[-1] != end_round:
+      self._checkpoints.save(end_round)  # Ended early by a hook.
 
 
 class LogProgress(loop.Hook):

@@ -139,12 +139,17 @@ class Hook:
   `row[name]` before the algorithms train (an evaluation), `after_round` reads it.
   `after_last_round` gets the row of the end of the run (`{'round': end, 'clients': [],
   name: {}}`), e.g. for a final evaluation.
+
+  `after_round` returning True ends the run after that round (an early stop, as pfl's
+  callbacks return `should_stop`): the hooks after it still see the round, then every hook's
+  `after_last_round` runs with `end` the round after it.
   """
 
   def before_round(self, round_num: int, runs: Sequence[AlgorithmRun], row: dict) -> None:
     pass
 
-  def after_round(self, round_num: int, runs: Sequence[AlgorithmRun], row: dict) -> None:
+  def after_round(self, round_num: int, runs: Sequence[AlgorithmRun],
+                  row: dict) -> Optional[bool]:
     pass
 
   def after_last_round(self, end_round: int, runs: Sequence[AlgorithmRun], row: dict) -> None:
@@ -200,8 +205,12 @@ def run_rounds(runs: Sequence[AlgorithmRun], client_datasets: ClientDatasetsFn,
         entry['bytes_driver_workers'] = execution_stats.total_bytes()
       entry['bytes_uploaded'] = int(metrics['aggregator']['communication']['bytes_sent_total'])
       entry['train'] = metrics
+    stop = False
     for hook in hooks:
-      hook.after_round(round_num, runs, row)
+      stop = bool(hook.after_round(round_num, runs, row)) or stop
+    if stop:
+      end_round = round_num + 1
+      break
   final = collections.OrderedDict(round=end_round, clients=[])
   for run in runs:
     final[run.name] = collections.OrderedDict()
