@@ -95,6 +95,16 @@ def each_one_of(flag: flags.FlagHolder, known: Iterable[str] | Callable[[str], b
       message=f'--{flag.name} takes {what}')
 
 
+_PATH_FLAGS: list[flags.FlagHolder] = []
+
+
+def path_flag(holder: flags.FlagHolder) -> flags.FlagHolder:
+  """Marks a binary's flag as a path: `run` refuses one the system would refuse by its form
+  (`config.check_path_form`: too long a name or path) in one line, before any work."""
+  _PATH_FLAGS.append(holder)
+  return holder
+
+
 HELP_FLAGS = ('--help', '-help', '-h', '-?', '--helpshort', '-helpshort')
 
 
@@ -142,6 +152,9 @@ def run(main: Callable[[list[str]], int | None]) -> None:
     if not flags.FLAGS['verbosity'].present:  # TFF's and Keras's INFO lines are noise here.
       logging.set_verbosity(logging.WARNING)
     try:
+      for holder in _PATH_FLAGS:
+        if holder.value:
+          config_lib.check_path_form(holder.value, f'--{holder.name}')
       status = main(argv)
     except Exception as e:  # pylint: disable=broad-except
       status = report(e)

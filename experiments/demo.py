@@ -32,8 +32,9 @@ _FLAGS = config_flags.define(
     ('rounds', 'num_clients', 'keep_percent', 'tau', 'tau_decay', 'learning_rate', 'seed',
      'eval_every') + config_flags.EXECUTION_FIELDS,
     defaults=dict(rounds=40, num_clients=10, learning_rate=0.5))
-_OUTPUT_DIR = flags.DEFINE_string('output_dir', None, 'Keep the run here (default: a '
-                                  'temporary directory, removed at the end).')
+_OUTPUT_DIR = binary.path_flag(flags.DEFINE_string(
+    'output_dir', None, 'Keep the run here (default: a temporary directory, removed at the '
+    'end).'))
 
 NAMES = {'flare': 'FLARE', 'ec': 'EC', 'fedavg': 'FedAvg'}
 

@@ -41,8 +41,8 @@ DATASETS = ('mnist', 'cifar10', 'cifar100', 'shakespeare')
 CIFAR10_CLASSES = ('airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog', 'horse',
                    'ship', 'truck')
 
-_DATA_DIR = flags.DEFINE_string('data_dir', data_sources.DEFAULT_DATA_DIR,
-                                'Where the data sets go.')
+_DATA_DIR = binary.path_flag(flags.DEFINE_string('data_dir', data_sources.DEFAULT_DATA_DIR,
+                                                 'Where the data sets go.'))
 _DATASETS = flags.DEFINE_list('datasets', list(DATASETS), 'Which: ' + ', '.join(DATASETS) + '.')
 _OVERWRITE = flags.DEFINE_bool('overwrite', False, 'Fetch the files that are there again.')
 

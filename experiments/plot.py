@@ -24,9 +24,11 @@ from absl import flags
 from experiments import binary
 from experiments import charts
 from experiments import runs
+from tff_flare.experiment import config as config_lib
 from tff_flare.simulation import files
 
-_OUTPUT = flags.DEFINE_string('output', None, 'PNG file to write (required).')
+_OUTPUT = binary.path_flag(flags.DEFINE_string('output', None,
+                                               'PNG file to write (required).'))
 _SEEDS = flags.DEFINE_bool('seeds', False, 'The directories are seeds of one experiment.')
 _TITLE = flags.DEFINE_string('title', None, 'Figure title (with --seeds).')
 _TABLE_ROUNDS = flags.DEFINE_list('table_rounds', ['100', '200', '300', '1000'],
@@ -74,6 +76,8 @@ def main(argv):
   if output.suffix != '.png' or output.is_dir():
     raise binary.BadInput(f'--output={output} must name a .png file (not a folder); '
                           'with --seeds its table goes beside it as .md.')
+  for directory in argv[1:]:
+    config_lib.check_path_form(directory, 'Run directory')
   run_dirs = [pathlib.Path(d) for d in argv[1:]]
   try:
     if _SEEDS.value:

@@ -36,12 +36,12 @@ from experiments import report
 from experiments import schedule
 
 _FIGURES = flags.DEFINE_list('figures', [], 'Figures to run (default: all; --list names them).')
-_RESULTS_DIR = flags.DEFINE_string(
+_RESULTS_DIR = binary.path_flag(flags.DEFINE_string(
     'results_dir', str(schedule.RESULTS), 'Where the runs and figures go (a fresh folder '
-    'remakes them from scratch).')
-_DATA_DIR = flags.DEFINE_string('data_dir', binary.DEFAULT_DATA_DIR,
-                                'The data directory the runs read (`python -m '
-                                'experiments.get_data` fills it).')
+    'remakes them from scratch).'))
+_DATA_DIR = binary.path_flag(flags.DEFINE_string(
+    'data_dir', binary.DEFAULT_DATA_DIR, 'The data directory the runs read (`python -m '
+    'experiments.get_data` fills it).'))
 _LIST = flags.DEFINE_bool('list', False, 'Print every figure, its runs, their status and costs.')
 _JOBS = flags.DEFINE_integer('jobs', 1, 'Runs at a time, one core each.', lower_bound=1,
                             upper_bound=1024)

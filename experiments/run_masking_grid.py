@@ -37,7 +37,7 @@ from experiments import spec
 from tff_flare.execution import cleanup
 from tff_flare.experiment import config as config_lib
 
-_OUTPUT_DIR = flags.DEFINE_string('output_dir', None, 'Grid directory.')
+_OUTPUT_DIR = binary.path_flag(flags.DEFINE_string('output_dir', None, 'Grid directory.'))
 flags.mark_flag_as_required('output_dir')
 # The grid's defaults for the configuration's fields (their help is the fields').
 _CELL = config_flags.define(

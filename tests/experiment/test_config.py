@@ -52,6 +52,11 @@ class ValidateTest(tf.test.TestCase, parameterized.TestCase):
       ('zero_per_round', dict(clients_per_round=0), r'clients_per_round must be an int >= 1'),
       ('zero_total', dict(total_clients=0), r'total_clients must be an int >= 1'),
       ('negative_seed', dict(seed=-1), r'seed must be an int in \[0, 2\^31\), got -1'),
+      # Paths the system refuses by their form (was: an OSError's message, exit 5).
+      ('long_name', dict(task='mnist_cnn', source='npz', data_path='/d/' + 'n' * 256),
+       r'^data_path /d/n+\.\.\.n+ has a name of 256 bytes; file systems take at most 255\.$'),
+      ('long_path', dict(task='mnist_cnn', data_dir='/d' * 2048),
+       r'^data_dir .* is 4096 bytes long; paths may be at most 4095\.$'),
       ('huge_seed', dict(seed=2**63), r'seed must be an int in \[0, 2\^31\)'),
       # Numbers past what the run's arithmetic holds (int32 counters, float32 values).
       ('huge_learning_rate', dict(learning_rate=1e39), r'learning_rate must be .* float32'),

@@ -12,6 +12,7 @@ import subprocess
 import types
 from unittest import mock
 
+import grpc
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -646,6 +647,42 @@ class SimulateResumeTest(tf.test.TestCase):
     result, lines = self._simulate(output, {'flare': self._process()}, data, 4)
     self.assertEqual(result.summary['rounds'], 4)
     self.assertTrue(any('Resuming from the checkpoint after round 0' in l for l in lines))
+
+  def test_labels_the_model_has_no_class_for_are_one_line(self):
+    # Was: TF's InvalidArgumentError with the node's 40-line traceback, in the first round.
+    data = {f'c{i}': tiny_models.dataset_from_arrays(
+        np.ones((8, 4), np.float32), np.full((8, 1), 7, np.int32), 4) for i in range(3)}
+    with self.assertRaisesRegex(config_lib.ConfigError, r'^The model cannot run on the data '
+                                r'\(round 0\): Received a label value of 7 which is outside '
+                                r'the valid range of \[0, 3\)\.  Label values: 7 7 7 7$'):
+      self._simulate(None, {'flare': self._process()}, data, 2)
+
+  def test_what_tff_runtime_says_of_a_failed_op_is_its_line(self):
+    # What TFF's local runtime raised for the labels above (its gRPC error, cut).
+    details = ('Failed to run computation: Received a label value of 7 which is outside the '
+               'valid range of [0, 3).  Label values: 7 7 7 7\n\t [[{{function_node '
+               '__forward_forward_pass_633}}{{node sparse_categorical_crossentropy/Sparse'
+               'SoftmaxCrossEntropyWithLogits}}]] while evaluating local [_oqv16] in block')
+
+    class Failed(grpc.RpcError, grpc.Call):  # pylint: disable=abstract-method
+      def __init__(self, code):
+        self._code = code
+
+      def code(self):
+        return self._code
+
+      def details(self):
+        return details
+
+    for method in ('initial_metadata', 'trailing_metadata', 'is_active', 'time_remaining',
+                   'cancel', 'add_callback'):
+      setattr(Failed, method, lambda self, *_: None)
+    Failed.__abstractmethods__ = frozenset()
+    self.assertEqual(runner.what_tf_says(Failed(grpc.StatusCode.INTERNAL)),
+                     'Received a label value of 7 which is outside the valid range of [0, 3).  '
+                     'Label values: 7 7 7 7')
+    self.assertIsNone(runner.what_tf_says(Failed(grpc.StatusCode.UNAVAILABLE)))
+    self.assertIsNone(runner.what_tf_says(ValueError(details)))
 
   def test_inputs_refused_before_anything_is_written(self):
     output = pathlib.Path(self.get_temp_dir()) / 'never'

@@ -134,6 +134,12 @@ class BinaryTest(tf.test.TestCase):
             'run_experiment', '--learning_rate=1e-45', f'--output_dir={out}/tiny'),
         r'error: The worker timeout must be in \(0, 604800\] seconds': _start(
             'run_experiment', '--worker_timeout_s=1e308', f'--output_dir={out}/long'),
+        # A path the system refuses by its form: exit 2, the path shown once (was: exit 5).
+        r'error: Output directory .*\.\.\.a+/x has a name of 300 bytes; file systems take at '
+        r'most 255\.$': _start('run_experiment', f'--output_dir={out}/{"a" * 300}/x'),
+        r'error: --results_dir .*/b{10,}\.\.\.b+ is 5\d{3} bytes long; paths may be at most '
+        r'4095\.$': _start('reproduce', '--list', f'--results_dir={out}/' + '/'.join(
+            ['b' * 200] * 25)),
     }
     for message, process in cases.items():
       status, _, stderr = _finish(process)

@@ -249,6 +249,9 @@ def validate(config: ExperimentConfig) -> None:
 
 def _validate(config: ExperimentConfig) -> None:
   _check(bool(config.output_dir), 'output_dir is required (where results and checkpoints go).')
+  for name in ('data_path', 'data_dir'):
+    if getattr(config, name):
+      check_path_form(getattr(config, name), name)
   _check(bool(config.algorithms), 'algorithms is empty: name at least one of '
          f'{", ".join(algorithms.NAMES)}.')
   unknown = [a for a in config.algorithms if a not in algorithms.NAMES]
@@ -314,8 +317,31 @@ def check_no_links(output_dir: str) -> None:
                           'Remove it, or use another --output_dir.')
 
 
+# What Linux's file systems take: a name of at most 255 bytes, a path of at most 4,095.
+NAME_MAX, PATH_MAX = 255, 4095
+
+
+def shown(path: str, keep: int = 60) -> str:
+  """`path` for a message: whole when short, else its first and last characters."""
+  return path if len(path) <= 2 * keep else f'{path[:keep]}...{path[-keep:]}'
+
+
+def check_path_form(path: str, what: str) -> None:
+  """Refuses a path the operating system would refuse by its form alone (a name longer
+  than `NAME_MAX` bytes, a path longer than `PATH_MAX`), naming the path once."""
+  encoded = os.fsencode(path)
+  longest = max((len(name) for name in encoded.split(b'/')), default=0)
+  if longest > NAME_MAX:
+    raise ConfigError(f'{what} {shown(path)} has a name of {longest} bytes; file systems take '
+                      f'at most {NAME_MAX}.')
+  if len(encoded) > PATH_MAX:
+    raise ConfigError(f'{what} {shown(path)} is {len(encoded)} bytes long; paths may be at most '
+                      f'{PATH_MAX}.')
+
+
 def check_writable(output_dir: str) -> None:
   """Creates `output_dir` if needed; refuses one that is not writable or holds a link."""
+  check_path_form(output_dir, 'Output directory')
   check_no_links(output_dir)
   if os.path.exists(output_dir) and not os.path.isdir(output_dir):
     raise ConfigError(f'Output directory {output_dir} is a file, not a directory: give a new '
@@ -328,8 +354,9 @@ def check_writable(output_dir: str) -> None:
   except FileExistsError:
     raise ConfigError(f'{output_dir}/.write_probe exists: another program is checking the '
                       'directory, or one was stopped while doing so. Remove the file.') from None
-  except OSError as e:
-    raise ConfigError(f'Output directory {output_dir} is not writable: {e}') from e
+  except OSError as e:  # Its message without the path again.
+    raise ConfigError(f'Output directory {shown(output_dir)} is not writable: '
+                      f'{e.strerror or e}.') from e
 
 
 def as_dict(config: ExperimentConfig) -> dict[str, Any]:

@@ -29,6 +29,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Callable, Iterator, Optional, Union
 
+import grpc
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -119,6 +120,29 @@ def hyperparameters(config: config_lib.ExperimentConfig,
       **knobs)
 
 
+# How TFF's runtime reports a TF op that failed in a computation (a gRPC INTERNAL error).
+_TFF_OP_FAILED = 'Failed to run computation: '
+
+
+def what_tf_says(error: Exception) -> Optional[str]:
+  """The line of a failed TF op that says what is wrong, without the graph's node and its
+  traceback (`Received a label value of 7 which is outside the valid range of [0, 3)...`):
+  from TF's `InvalidArgumentError` in this process, or from TFF's runtime (a gRPC error whose
+  details start so); None for another error."""
+  if isinstance(error, tf.errors.InvalidArgumentError):
+    text = error.message
+  elif (isinstance(error, grpc.Call) and error.code() == grpc.StatusCode.INTERNAL and
+        _TFF_OP_FAILED in (error.details() or '')):
+    text = error.details().split(_TFF_OP_FAILED, 1)[1]
+  else:
+    return None
+  said = [line.strip() for line in text.splitlines()
+          if line.strip() and not line[0].isspace() and not line.startswith(
+              ('Detected at node', 'Graph execution error', '[['))]
+  text = said[-1] if said else type(error).__name__
+  return text.split('\t [[')[0].split(' [[')[0].split(' while evaluating')[0].strip()
+
+
 @contextlib.contextmanager
 def _removed_if_refused(output_dir: str) -> Iterator[None]:
   """A run refused (`ConfigError`) leaves no folder it made: the folders of `output_dir` that
@@ -131,9 +155,12 @@ def _removed_if_refused(output_dir: str) -> Iterator[None]:
   try:
     yield
   except config_lib.ConfigError:
-    if top is not None and top.is_dir() and not top.is_symlink() and not any(
-        files_here for _, _, files_here in os.walk(top)):
-      shutil.rmtree(top, ignore_errors=True)
+    try:
+      if top is not None and top.is_dir() and not top.is_symlink() and not any(
+          files_here for _, _, files_here in os.walk(top)):
+        shutil.rmtree(top, ignore_errors=True)
+    except OSError:  # A path the system refuses (too long a name): nothing was made there.
+      pass
     raise
 
 
@@ -678,8 +705,16 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
     progress = hooks_lib.LogProgress(log, start_round, settings.rounds, peak.peak_bytes)
     hooks += [progress, collected]
     started = time.perf_counter()
-    loop.run_rounds(runs, client_datasets, sampler, start_round=start_round,
-                    end_round=settings.rounds, hooks=hooks, execution_stats=execution.stats)
+    try:
+      loop.run_rounds(runs, client_datasets, sampler, start_round=start_round,
+                      end_round=settings.rounds, hooks=hooks, execution_stats=execution.stats)
+    except (tf.errors.InvalidArgumentError, grpc.RpcError) as e:  # Labels past the classes.
+      said = what_tf_says(e)
+      if said is None:
+        raise
+      done = collected.rows[-1]['round'] + 1 if collected.rows else start_round
+      raise config_lib.ConfigError(
+          f'The model cannot run on the data (round {done}): {said}') from e
   final = collections.OrderedDict((run.name, collected.rows[-1][run.name].get('eval'))
                                   for run in runs)
   summary = dict(
