@@ -24,10 +24,11 @@ from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top,wron
 
 from experiments import runs as runs_lib  # pylint: disable=g-bad-import-order,wrong-import-position
 from experiments import spec  # pylint: disable=wrong-import-position
+from tff_flare.experiment import run_files
 from tff_flare.algorithms import registry  # pylint: disable=wrong-import-position
 from tff_flare.simulation import files  # pylint: disable=wrong-import-position
 
-Curve = runs_lib.Curve
+Curve = run_files.Curve
 _METRIC_TITLES = {'accuracy': 'Test accuracy', 'loss': 'Test loss'}
 
 
@@ -172,7 +173,7 @@ def plot_runs(run_dirs: Sequence[pathlib.Path], output: pathlib.Path) -> None:
   against the cumulative bytes uploaded."""
   fig, axes = plt.subplots(len(run_dirs), 3, figsize=(15, 4 * len(run_dirs)), squeeze=False)
   for row_axes, run_dir in zip(axes, run_dirs):
-    for name, curve in runs_lib.curves(run_dir).items():
+    for name, curve in run_files.curves(run_dir).items():
       color = registry.color(name)
       row_axes[0].plot(curve.round, curve.accuracy, label=label(name), color=color)
       row_axes[1].plot(curve.round, curve.loss, label=label(name), color=color)
@@ -199,7 +200,7 @@ def group_curves(seeds: Sequence[runs_lib.Seed]) -> dict[str, list[Curve]]:
   """`{algorithm: [curve of each seed]}` over the algorithms every seed holds.
 
   Raises:
-    runs_lib.RunFileError: two seeds whose shared curves are equal round for round (the
+    run_files.RunFileError: two seeds whose shared curves are equal round for round (the
       accuracy and the loss): one run counted twice (a copy, or a seed that draws nothing in
       its setting) would narrow the range and double the evidence.
   """
@@ -209,7 +210,7 @@ def group_curves(seeds: Sequence[runs_lib.Seed]) -> dict[str, list[Curve]]:
       pairs = [(seed.curve(a), other.curve(a)) for a in sorted(shared)]
       if pairs and all((c.round, c.accuracy, c.loss) == (d.round, d.accuracy, d.loss)
                        for c, d in pairs):
-        raise runs_lib.RunFileError(
+        raise run_files.RunFileError(
             f'{"+".join(seed.refs)} and {"+".join(other.refs)} are one run twice (every curve '
             'equal, round for round): a copy, or a seed that draws nothing here. Count it once.')
   result = collections.OrderedDict()
@@ -234,7 +235,7 @@ def _draw_seed_curves(drawing: spec.SeedCurves, figure, results, folder) -> str:
       continue
     try:
       curves = group_curves(seeds)
-    except runs_lib.RunFileError as e:
+    except run_files.RunFileError as e:
       parts.append(f'**{group.title}**: not drawn: {e}\n')
       continue
     plot_seeds(curves, folder / f'{name}.png', group.title, drawing.metric)
@@ -316,15 +317,15 @@ def _draw_against(drawing: spec.AgainstParameter, figure, results, folder) -> st
 
 def masking_rows(cell_dir: pathlib.Path) -> list[dict]:
   """One table row per process of a finished masking cell (`run_masking`'s run directory)."""
-  summary = runs_lib.summary(cell_dir)
+  summary = run_files.summary(cell_dir)
   table = []
   for name in summary['config']['algorithms']:
-    column = lambda c: [v for _, v in runs_lib.rows_of(cell_dir, name, c)]  # noqa: B023 (used in this iteration)
+    column = lambda c: [v for _, v in run_files.rows_of(cell_dir, name, c)]  # noqa: B023 (used in this iteration)
     survival = column('train/aggregator/survival/survival')
     normalized = column('train/aggregator/survival/survival_normalized')
     half = len(survival) // 2
     empirical = column('train/aggregator/survival/survival_empirical')
-    accuracy = runs_lib.rows_of(cell_dir, name, 'eval/accuracy')
+    accuracy = run_files.rows_of(cell_dir, name, 'eval/accuracy')
     table.append(dict(
         cell=cell_dir.name, process=name, rounds=summary['rounds'],
         mean_s=statistics.mean(survival), std_s=statistics.pstdev(survival),
@@ -377,9 +378,9 @@ def _plot_survival_curves(cells: Sequence[pathlib.Path], path: pathlib.Path) -> 
   styles = {'mask_none': '-', 'mask_independent': ':', 'mask_synchronized': '--'}
   fig, ax = plt.subplots(figsize=(8, 5))
   for cell in cells:
-    algorithms = runs_lib.summary(cell)['config']['algorithms']
+    algorithms = run_files.summary(cell)['config']['algorithms']
     for name in algorithms:
-      points = runs_lib.rows_of(cell, name, 'train/aggregator/survival/survival_normalized')
+      points = run_files.rows_of(cell, name, 'train/aggregator/survival/survival_normalized')
       text = cell.name if len(algorithms) == 1 else f'{cell.name} {name}'
       ax.plot([p[0] for p in points], [p[1] for p in points], styles.get(name, '-'),
               linewidth=1, label=text)
@@ -476,7 +477,7 @@ def scaling_points(drawing: spec.SparsityScaling, figure, results) -> list[Scali
       curve = seed.curve(algorithm)
       if curve is None:
         continue
-      density = [v for _, v in runs_lib.rows_of(path, algorithm,
+      density = [v for _, v in run_files.rows_of(path, algorithm,
                                                  'train/aggregator/communication/density')]
       rounds_to = {t: first_round_at_or_below(curve, baseline.at(t, 'loss'))
                    for t in drawing.target_rounds if baseline.at(t, 'loss') is not None}

@@ -24,6 +24,7 @@ from typing import Optional
 from experiments import charts
 from experiments import runs as runs_lib
 from experiments import spec
+from tff_flare.experiment import run_files
 
 THRESHOLDS = {
     'NEAR': 0.05,  # Accuracy within this of another's is "near" it.
@@ -462,7 +463,7 @@ def progress(results, claim: spec.Claim) -> tuple[list[tuple[str, int, int]], in
   for ref in refs:
     declared = results.run(ref).rounds
     declared = declared if needed is None else min(declared, needed)
-    done = runs_lib.rounds_done(results.path(ref))
+    done = run_files.rounds_done(results.path(ref))
     if done < declared:
       unfinished.append((ref, done, declared))
   return unfinished, len(refs)

@@ -22,7 +22,7 @@ import numpy as np
 
 from experiments import binary
 from experiments import config_flags
-from experiments import runs
+from tff_flare.experiment import run_files
 from tff_flare.execution import cleanup
 from tff_flare.experiment import config as config_lib
 from tff_flare.experiment import runner
@@ -53,7 +53,7 @@ def summarize(run_dir: pathlib.Path, summary: dict) -> str:
            f'{"density":>10}']
   for name, label in NAMES.items():
     final = summary['final_eval'][name]
-    column = lambda c, name=name: [v for _, v in runs.rows_of(
+    column = lambda c, name=name: [v for _, v in run_files.rows_of(
         run_dir, name, f'train/aggregator/communication/{c}')]
     sent, density = column('entries_sent_per_client'), column('density')
     lines.append(f'{label:<8} {final["accuracy"]:>8.4f} {final["loss"]:>9.4f} '

@@ -24,6 +24,7 @@ from absl import flags
 from experiments import binary
 from experiments import charts
 from experiments import runs
+from tff_flare.experiment import run_files
 from tff_flare.experiment import config as config_lib
 from tff_flare.simulation import files
 
@@ -49,7 +50,7 @@ def check_seeds_of_one_experiment(run_dirs: list[pathlib.Path]) -> None:
   repeated = sorted({str(d) for d, r in zip(run_dirs, real) if real.count(r) > 1})
   if repeated:
     raise binary.BadInput(f'{", ".join(repeated)} given twice: each seed once.')
-  recorded = [(d, runs.config(d)) for d in run_dirs]
+  recorded = [(d, run_files.config(d)) for d in run_dirs]
   recorded = [(d, c) for d, c in recorded if c is not None]
   for run_dir, config in recorded[1:]:
     first_dir, first = recorded[0]
@@ -86,7 +87,7 @@ def main(argv):
       except ValueError as e:
         raise binary.BadInput(f'--table_rounds takes round numbers: {e}') from e
       check_seeds_of_one_experiment(run_dirs)
-      seeds = [runs.Seed([str(d)], [runs.curves(d)], {}) for d in run_dirs]
+      seeds = [runs.Seed([str(d)], [run_files.curves(d)], {}) for d in run_dirs]
       curves = charts.group_curves(seeds)
       table = charts.seed_table(curves, rounds) + '\n' + charts.seed_orderings(curves)
       charts.plot_seeds(curves, output, _TITLE.value)
@@ -94,7 +95,7 @@ def main(argv):
       print(table)
     else:
       charts.plot_runs(run_dirs, output)
-  except runs.RunFileError as e:
+  except run_files.RunFileError as e:
     raise binary.BadInput(str(e)) from e
   except OSError as e:
     raise binary.BadInput(f'Cannot write {output}: {e.strerror or e}.') from e

@@ -13,6 +13,7 @@ from experiments import claims as claims_lib
 from experiments import runs as runs_lib
 from experiments import schedule
 from experiments import spec
+from tff_flare.experiment import run_files
 from tff_flare.simulation import files
 
 PAGE = 'README.md'
@@ -90,7 +91,7 @@ def _undrawn_section(figure: spec.Figure) -> str:
 
 
 def _code_line(figure: spec.Figure, results: runs_lib.Results) -> str:
-  """The commits the figure's own runs were made with (`runs.code`), each with its runs."""
+  """The commits the figure's own runs were made with (`run_files.code`), each with its runs."""
   by_commit: dict[str, list[str]] = {}
   unrecorded = []
   for run in figure.runs:
@@ -98,8 +99,8 @@ def _code_line(figure: spec.Figure, results: runs_lib.Results) -> str:
     if not (path / 'config.json').exists():
       continue
     try:
-      pieces = runs_lib.code(path)
-    except runs_lib.RunFileError:
+      pieces = run_files.code(path)
+    except run_files.RunFileError:
       pieces = []
     if not pieces:
       unrecorded.append(run.name)

@@ -34,6 +34,7 @@ from experiments import binary
 from experiments import manifest
 from experiments import report
 from experiments import schedule
+from tff_flare.experiment import run_files
 
 _FIGURES = flags.DEFINE_list('figures', [], 'Figures to run (default: all; --list names them).')
 _RESULTS_DIR = binary.path_flag(flags.DEFINE_string(
@@ -90,7 +91,7 @@ def main(argv):
     for figure, run in runs:
       run_dir = results / figure.name / run.name
       command = schedule.command(run, run_dir, _DATA_DIR.value, until_round=_UNTIL_ROUND.value)
-      print(f'{schedule.printable(command)}   # {schedule.runs_lib.rounds_done(run_dir)} of '
+      print(f'{schedule.printable(command)}   # {run_files.rounds_done(run_dir)} of '
             f'{run.rounds} rounds done')
     return 0
   status = 0

@@ -1,274 +1,16 @@
-"""A run directory as the experiments read it: the one reader of `metrics.csv` and the rest.
+"""The declared runs (`experiments/manifest.py`) in a results directory: seeds and selections.
 
-A run of `run_experiment` (or `run_masking`) writes `metrics.csv` (a row per round, columns
-`<algorithm>/<metric path>`), `config.json` and `summary.json` (the configuration), and
-`checkpoints/`; `reproduce` adds `command.json` (the flags it ran with). Everything in
-`experiments/` that reads these reads them here:
-
-  rows(run_dir)          the rows of metrics.csv, each cell a float (or None when empty);
-  curves(run_dir)        {algorithm: Curve}: the evaluations against the round and the
-                         bytes uploaded before them;
-  config(run_dir)        the recorded configuration;
-  rounds_done(run_dir)   the rounds finished (summary or latest checkpoint);
-  peak_gib(run_dir)      the peak memory the run measured (summary);
-  seconds_per_round(run_dir)  the median of a round's training seconds (all algorithms).
-
-A row cut by a kill or a full disk (the last line without its end of line) is left out:
-it is the one row being written. Any other malformed row or cell is refused in one line
-(`RunFileError`).
+A run directory itself is read by `tff_flare.experiment.run_files` (the one reader of the
+files a run writes); this module resolves the manifest's references to run directories and
+groups their curves into seeds.
 """
 
-import csv
 import dataclasses
-import io
-import json
-import math
 import pathlib
-import re
-import statistics
 from typing import Optional
 
-METRICS = 'metrics.csv'
-
-
-class RunFileError(ValueError):
-  """A run file that is missing, cut or malformed (the message names it)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Curve:
-  """One algorithm's evaluations in a run: rounds, test accuracy and loss, and the bytes its
-  clients uploaded before each evaluation (evaluations come before a round trains)."""
-
-  round: tuple[int, ...]
-  accuracy: tuple[float, ...]
-  loss: tuple[float, ...]
-  bytes: tuple[float, ...]
-
-  def at(self, round_num: int, metric: str = 'accuracy') -> Optional[float]:
-    """The metric after `round_num` rounds, None where it was not evaluated."""
-    if round_num not in self.round:
-      return None
-    return getattr(self, metric)[self.round.index(round_num)]
-
-  @property
-  def last_round(self) -> int:
-    return self.round[-1]
-
-
-def _number(text: str, where: str) -> Optional[float]:
-  if text in ('', None):
-    return None
-  try:
-    return float(text)
-  except ValueError:
-    raise RunFileError(f'{where}: {text!r} is not a number.') from None
-
-
-def rows(run_dir: pathlib.Path) -> list[dict[str, Optional[float]]]:
-  """The rows of the run's `metrics.csv`, in file order (see the module docstring).
-
-  Raises:
-    RunFileError: no readable file, a row with the wrong number of cells, a cell that is
-      not a number, or a round that is no whole number or not after the row before.
-  """
-  path = pathlib.Path(run_dir) / METRICS
-  try:
-    text = path.read_text()
-  except (OSError, UnicodeDecodeError) as e:
-    raise RunFileError(f'{path.parent}: no readable {METRICS} ({e}).') from e
-  lines = text.splitlines(keepends=True)
-  if lines and not lines[-1].endswith('\n'):
-    lines = lines[:-1]  # Cut while being written: not a row yet.
-  reader = csv.reader(io.StringIO(''.join(lines)))
-  header = next(reader, None)
-  if not header:
-    return []
-  result = []
-  for number, cells in enumerate(reader, start=2):
-    if len(cells) != len(header):
-      raise RunFileError(f'{path}, line {number}: {len(cells)} cells where the header has '
-                         f'{len(header)} (a damaged file?).')
-    row = {name: _number(cell, f'{path}, line {number}, {name}')
-           for name, cell in zip(header, cells)}
-    if 'round' in row:
-      round_num = row['round']
-      if round_num is None or round_num != int(round_num) or round_num < 0:
-        raise RunFileError(f'{path}, line {number}: round {round_num} is not a round number.')
-      if result and round_num <= result[-1]['round']:
-        raise RunFileError(f'{path}, line {number}: round {int(round_num)} follows round '
-                           f'{int(result[-1]["round"])} (rounds are written once, in order: '
-                           'a damaged or edited file?).')
-    result.append(row)
-  return result
-
-
-def _today_names(run_dir: pathlib.Path) -> dict[str, str]:
-  """Algorithms renamed since the run was made: EF21 with the dense state was `ef21`, run
-  with the then `--ef21_dense_state` flag (its recorded configuration says so)."""
-  recorded = config(run_dir) or {}
-  return {'ef21': 'ef21_dense'} if recorded.get('ef21_dense_state') else {}
-
-
-def curves(run_dir: pathlib.Path) -> dict[str, Curve]:
-  """`{algorithm: Curve}` of a run, under today's algorithm names.
-
-  Raises:
-    RunFileError: see `rows`; or no evaluated round yet.
-  """
-  rename = _today_names(run_dir)
-  table = sorted(rows(run_dir), key=lambda row: row['round'])
-  algorithms = sorted({key.split('/')[0] for key in (table[0] if table else {})
-                       if key.endswith('/eval/accuracy')})
-  if not algorithms or not any(row.get(f'{a}/eval/accuracy') is not None
-                               for row in table for a in algorithms):
-    raise RunFileError(f'{pathlib.Path(run_dir) / METRICS} has no evaluated round yet.')
-  result = {}
-  for name in algorithms:
-    if f'{name}/eval/loss' not in table[0]:
-      raise RunFileError(f'{pathlib.Path(run_dir) / METRICS} has {name}/eval/accuracy but no '
-                         f'{name}/eval/loss column (a damaged or edited file?).')
-    points, uploaded = [], 0.0
-    for row in table:
-      accuracy = row.get(f'{name}/eval/accuracy')
-      if accuracy is not None:
-        points.append((int(row['round']), accuracy, row[f'{name}/eval/loss'], uploaded))
-      uploaded += row.get(f'{name}/bytes_uploaded') or 0.0
-    result[rename.get(name, name)] = Curve(*(tuple(column) for column in zip(*points)))
-  return result
-
-
-def has_curves(run_dir: pathlib.Path) -> bool:
-  """Whether the run has evaluated rounds to read (a damaged file still raises)."""
-  if not (pathlib.Path(run_dir) / METRICS).exists():
-    return False
-  try:
-    curves(run_dir)
-  except RunFileError as e:
-    if 'no evaluated round' in str(e):
-      return False
-    raise
-  return True
-
-
-def config(run_dir: pathlib.Path) -> Optional[dict]:
-  """The run's recorded configuration (config.json, else summary.json), None without one.
-
-  Raises:
-    RunFileError: a file that cannot be read.
-  """
-  for name in ('config.json', 'summary.json'):
-    path = pathlib.Path(run_dir) / name
-    if path.exists():
-      try:
-        return json.loads(path.read_text())['config']
-      except (OSError, ValueError, KeyError, TypeError) as e:
-        raise RunFileError(f'{path} cannot be read ({e}).') from e
-  return None
-
-
-def code(run_dir: pathlib.Path) -> list[dict]:
-  """The code the run's pieces ran (config.json's `code`: `{'commit', 'dirty', 'from_round'}`
-  each); [] where none is recorded (runs made before it was) or the record is malformed."""
-  path = pathlib.Path(run_dir) / 'config.json'
-  try:
-    pieces = json.loads(path.read_text()).get('code', []) if path.exists() else []
-  except (OSError, ValueError, AttributeError) as e:
-    raise RunFileError(f'{path} cannot be read ({e}).') from e
-  if not isinstance(pieces, list):
-    return []
-  return [p for p in pieces if isinstance(p, dict) and
-          (p.get('commit') is None or isinstance(p.get('commit'), str))]
-
-
-def summary(run_dir: pathlib.Path) -> Optional[dict]:
-  """The run's summary.json, None without one (`RunFileError` when unreadable)."""
-  path = pathlib.Path(run_dir) / 'summary.json'
-  if not path.exists():
-    return None
-  try:
-    return json.loads(path.read_text())
-  except (OSError, ValueError) as e:
-    raise RunFileError(f'{path} cannot be read ({e}).') from e
-
-
-def peak_gib(run_dir: pathlib.Path) -> Optional[float]:
-  """The peak memory the run measured (its summary's, in GiB), None where none is recorded
-  (no summary, or one made before runs measured it)."""
-  recorded = (summary(run_dir) or {}).get('memory') or {}
-  peak = recorded.get('peak_gib')
-  if isinstance(peak, bool) or not isinstance(peak, (int, float)):
-    return None
-  return float(peak) if math.isfinite(peak) and 0 < peak < 2**20 else None
-
-
-def rounds_done(run_dir: pathlib.Path) -> int:
-  """Rounds a run has finished: the later of its summary's and its latest checkpoint's (a run
-  finished in pieces keeps the summary of its last finished piece while an interrupted later
-  piece has checkpointed further); without either, the last round its metrics.csv evaluated
-  (a run stopped for good, committed as it was: rounds trained after its last evaluation
-  show in no curve and cannot be resumed); else 0."""
-  summarized = 0
-  try:
-    recorded = summary(run_dir)
-    summarized = int(recorded['rounds']) if recorded else 0
-  except (RunFileError, KeyError, TypeError, ValueError):
-    pass
-  versions = [int(m.group(1)) for p in (pathlib.Path(run_dir) / 'checkpoints').glob(
-      'program_state_*') if (m := re.fullmatch(r'program_state_(\d+)', p.name))]
-  if summarized or versions or not (pathlib.Path(run_dir) / METRICS).exists():
-    return max(versions + [summarized])
-  try:
-    evaluated = [int(row['round']) for row in rows(run_dir)
-                 if any(k.endswith('/eval/accuracy') and v is not None for k, v in row.items())]
-  except RunFileError:
-    return 0
-  return max(evaluated, default=0)
-
-
-def seconds_per_round(run_dir: pathlib.Path) -> Optional[float]:
-  """The median over rounds of the summed `round_seconds` of the run's algorithms (None
-  without rounds)."""
-  if not (pathlib.Path(run_dir) / METRICS).exists():
-    return None
-  totals = []
-  for row in rows(run_dir):
-    values = [v for k, v in row.items() if k.endswith('/round_seconds') and v is not None]
-    if values:
-      totals.append(sum(values))
-  return statistics.median(totals) if totals else None
-
-
-# Runs made before the metrics were namespaced per component (`client_work`, `aggregator`)
-# have the same columns without that part.
-_COMPONENTS = ('train/client_work/', 'train/aggregator/')
-
-
-def _older_name(column: str) -> Optional[str]:
-  for component in _COMPONENTS:
-    if column.startswith(component):
-      return 'train/' + column[len(component):]
-  return None
-
-
-def rows_of(run_dir: pathlib.Path, algorithm: str, column: str) -> list[tuple[int, float]]:
-  """`(round, value)` of one algorithm's column wherever it has a value (e.g.
-  `train/aggregator/communication/density`; in an older run, its column of the same name
-  without the component)."""
-  key, older = f'{algorithm}/{column}', _older_name(column)
-  result = []
-  for row in rows(run_dir):
-    value = row.get(key)
-    if value is None and older is not None:
-      value = row.get(f'{algorithm}/{older}')
-    if value is not None:
-      result.append((int(row['round']), value))
-  return result
-
-
-# ---------------------------------------------------------------------------------------------
-# The declared runs (`experiments/manifest.py`) in a results directory.
-
+from tff_flare.experiment import run_files
+from tff_flare.experiment.run_files import Curve
 
 @dataclasses.dataclass
 class Seed:
@@ -343,7 +85,7 @@ class Results:
     full = self.resolve(ref)
     if full not in self._curves:
       path = self.root / full
-      self._curves[full] = curves(path) if has_curves(path) else {}
+      self._curves[full] = run_files.curves(path) if run_files.has_curves(path) else {}
     return self._curves[full]
 
   def figure_runs(self, name: str) -> list[str]:
@@ -357,7 +99,7 @@ class Results:
     refs = [refs] if isinstance(refs, str) else list(refs)
     present = [r for r in refs if self.curves(r)]
     return Seed(present, [self.curves(r) for r in present],
-                (config(self.path(present[0])) or {}) if present else {})
+                (run_files.config(self.path(present[0])) or {}) if present else {})
 
   def select(self, figures, where=None, reaching: Optional[int] = None) -> list[Seed]:
     """The seeds of `spec.Select(figures, where, reaching)` (see there)."""
@@ -371,7 +113,7 @@ class Results:
         continue
       if reaching is not None and max(c.last_round for c in run_curves.values()) < reaching:
         continue
-      if where and not matches(config(self.path(ref)) or {}, where):
+      if where and not matches(run_files.config(self.path(ref)) or {}, where):
         continue
       kept.append(ref)
     seeds: dict[str, list[str]] = {}

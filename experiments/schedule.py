@@ -3,7 +3,7 @@
 A run's output directory is `<results>/<figure>/<run>/`; `reproduce` records the flags it
 runs with in `command.json`, and the run's log in `log.txt`.
 
-* A run is finished when it has done its planned rounds (`runs.rounds_done`); a finished run
+* A run is finished when it has done its planned rounds (`run_files.rounds_done`); a finished run
   is skipped. A run with fewer rounds is resumed by the same command on the same directory,
   from its checkpoint. A run directory whose `command.json` holds other flags (other than
   where the data is) is refused (`ReproduceError`): it would mix two configurations.
@@ -32,8 +32,8 @@ import sys
 import time
 from typing import Optional
 
-from experiments import runs as runs_lib
 from experiments import spec
+from tff_flare.experiment import run_files
 from tff_flare.execution import cleanup
 from tff_flare.simulation import files
 from tff_flare.simulation import memory
@@ -144,11 +144,11 @@ def status(figures: Sequence[spec.Figure], results: pathlib.Path) -> list[RunSta
     for run in figure.runs:
       run_dir = results / figure.name / run.name
       try:
-        seconds = runs_lib.seconds_per_round(run_dir)
-        peak = runs_lib.peak_gib(run_dir)
-      except runs_lib.RunFileError:
+        seconds = run_files.seconds_per_round(run_dir)
+        peak = run_files.peak_gib(run_dir)
+      except run_files.RunFileError:
         seconds = peak = None
-      result.append(RunStatus(figure, run, runs_lib.rounds_done(run_dir), seconds, peak))
+      result.append(RunStatus(figure, run, run_files.rounds_done(run_dir), seconds, peak))
   return result
 
 
@@ -326,8 +326,8 @@ def _expected_peaks(runs: Sequence[tuple[spec.Figure, spec.Run]],
   statuses = []
   for figure, run in runs:
     try:
-      peak = runs_lib.peak_gib(results / figure.name / run.name)
-    except runs_lib.RunFileError:
+      peak = run_files.peak_gib(results / figure.name / run.name)
+    except run_files.RunFileError:
       peak = None
     statuses.append(RunStatus(figure, run, 0, None, peak))
   found = costs(statuses)
@@ -381,7 +381,7 @@ def execute(runs: Sequence[tuple[spec.Figure, spec.Run]], results: pathlib.Path,
     check_recorded_flags(run, run_dir)
   goal = {id(r): r.rounds if until_round is None else min(r.rounds, until_round) for _, r in runs}
   pending = [(f, r) for f, r in runs
-             if runs_lib.rounds_done(results / f.name / r.name) < goal[id(r)]]
+             if run_files.rounds_done(results / f.name / r.name) < goal[id(r)]]
   for figure, run in runs:
     if (figure, run) not in pending:
       unchecked = not (results / figure.name / run.name / COMMAND_FILE).exists()

@@ -1,8 +1,9 @@
 """What the manifest declares: runs, grids of runs, figures, the drawings, claims and rules.
 
 Everything here is data (frozen dataclasses); the code that schedules runs
-(`experiments/schedule.py`), reads them (`runs.py`), draws them (`charts.py`) and judges
-claims (`claims.py`) lives elsewhere. `experiments/manifest.py` holds the declarations.
+(`experiments/schedule.py`), reads them (`tff_flare/experiment/run_files.py`; `runs.py`
+resolves the declared ones), draws them (`charts.py`) and judges claims (`claims.py`) lives
+elsewhere. `experiments/manifest.py` holds the declarations.
 
 * A `Run` is one command of a binary: its flags and its rounds. A `Grid` declares runs over
   every combination of some parameters (`axes`), named by a pattern.

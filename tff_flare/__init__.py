@@ -20,7 +20,8 @@ laid out by concern (see the README's "How it fits together"):
   tasks/       models, data sources and partitions
   simulation/  the round loop, client-state stores, checkpoints, evaluation
   execution/   where rounds run: in this process, TFF's local runtime, or TFF workers
-  experiment/  a run's configuration (validated in one place) and the runner
+  experiment/  a run's configuration (validated in one place), the runner, the files a run
+               writes (`run_files`: their one reader)
 
 Importing it changes nothing in the interpreter: no signal handler, no patch, no thread. The
 first builder called registers an exit hook that stops TFF's workers (`execution/cleanup.py`).

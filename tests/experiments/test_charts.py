@@ -9,10 +9,11 @@ from experiments import charts
 from experiments import runs
 from experiments import spec
 from tests.experiments import synthetic_runs
+from tff_flare.experiment import run_files
 
 
 def _curve(rounds, accuracy):
-  return runs.Curve(tuple(rounds), tuple(accuracy), tuple(1 - a for a in accuracy),
+  return run_files.Curve(tuple(rounds), tuple(accuracy), tuple(1 - a for a in accuracy),
                     tuple(10.0 * r for r in rounds))
 
 
@@ -37,7 +38,7 @@ class SeedTableTest(tf.test.TestCase):
     first = runs.Seed(['a/seed0'], [{'flare': _curve((0, 10), (0.1, 0.5))}], {})
     copy = runs.Seed(['a/seed1'], [{'flare': _curve((0, 10), (0.1, 0.5))}], {})
     other = runs.Seed(['a/seed2'], [{'flare': _curve((0, 10), (0.1, 0.6))}], {})
-    with self.assertRaisesRegex(runs.RunFileError, 'a/seed1 and a/seed0 are one run twice'):
+    with self.assertRaisesRegex(run_files.RunFileError, 'a/seed1 and a/seed0 are one run twice'):
       charts.group_curves([first, copy])
     self.assertLen(charts.group_curves([first, other])['flare'], 2)
 

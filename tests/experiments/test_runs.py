@@ -1,6 +1,6 @@
-"""Tests of `experiments.runs`: reading run directories, and selecting seeds of declared runs."""
+"""Tests of `experiments.runs`: selecting seeds of declared runs (reading a run directory:
+tests/experiment/test_run_files.py)."""
 
-import json
 import pathlib
 import tempfile
 
@@ -15,79 +15,6 @@ _CONFIG = dict(task='mnist_cnn', seed=0, keep_percent=0.001, model_seed=None)
 
 def _constant(value):
   return lambda r: value
-
-
-class ReadTest(tf.test.TestCase):
-
-  def setUp(self):
-    super().setUp()
-    self.base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
-
-  def test_curves_rounds_and_rates(self):
-    run = synthetic_runs.write_run(self.base / 'a', {'flare': lambda r: r / 100,
-                                                     'ec': _constant(0.1)}, _CONFIG, 20,
-                                   range(0, 21, 10))
-    curves = runs.curves(run)
-    self.assertEqual(sorted(curves), ['ec', 'flare'])
-    self.assertEqual(curves['flare'].round, (0, 10, 20))
-    self.assertEqual(curves['flare'].at(10), 0.1)
-    self.assertIsNone(curves['flare'].at(15))
-    self.assertEqual(curves['flare'].bytes, (0.0, 1000.0, 2000.0))  # Uploaded before each.
-    self.assertEqual(runs.rounds_done(run), 20)
-    self.assertEqual(runs.seconds_per_round(run), 1.0)  # Two algorithms, 0.5 s each.
-
-  def test_a_cut_last_row_is_left_out_and_damage_is_refused(self):
-    run = synthetic_runs.write_run(self.base / 'a', {'flare': _constant(0.27)}, _CONFIG, 3,
-                                   (0, 3))
-    text = (run / 'metrics.csv').read_text()
-    (run / 'metrics.csv').write_text(text[:-8])  # Killed while appending the last row.
-    self.assertEqual([r['round'] for r in runs.rows(run)], [0, 1, 2])
-    (run / 'metrics.csv').write_text(text.replace('0.27', 'x.27', 1))
-    with self.assertRaisesRegex(runs.RunFileError, "line 2, flare/eval/accuracy: 'x.27' is "
-                                'not a number'):
-      runs.rows(run)
-    lines = text.splitlines(keepends=True)
-    (run / 'metrics.csv').write_text(''.join(lines[:2]) + '1,2\n' + ''.join(lines[3:]))
-    with self.assertRaisesRegex(runs.RunFileError, 'line 3: 2 cells where the header has'):
-      runs.rows(run)
-    # A round repeated, out of order, or not a whole number is refused, not read.
-    for edited, message in (
-        (lines[:3] + [lines[2]] + lines[3:], 'line 4: round 1 follows round 1'),
-        (lines[:2] + [lines[3], lines[2]] + lines[4:], 'line 4: round 1 follows round 2'),
-        (lines[:2] + [lines[2].replace('1,', '1.5,', 1)] + lines[3:],
-         'line 3: round 1.5 is not a round number')):
-      (run / 'metrics.csv').write_text(''.join(edited))
-      with self.assertRaisesRegex(runs.RunFileError, message):
-        runs.rows(run)
-    (run / 'metrics.csv').write_text(text.replace('flare/eval/loss', 'flare/eval/los'))
-    with self.assertRaisesRegex(runs.RunFileError, 'no flare/eval/loss column'):
-      runs.curves(run)
-    with self.assertRaisesRegex(runs.RunFileError, 'no readable metrics.csv'):
-      runs.rows(self.base / 'absent')
-    (self.base / 'header').mkdir()
-    (self.base / 'header' / 'metrics.csv').write_text('round,flare/eval/accuracy\n')
-    with self.assertRaisesRegex(runs.RunFileError, 'no evaluated round yet'):
-      runs.curves(self.base / 'header')
-    self.assertFalse(runs.has_curves(self.base / 'header'))
-
-  def test_rounds_done_is_the_later_of_summary_and_checkpoint_else_the_rows(self):
-    run = self.base / 'run'
-    self.assertEqual(runs.rounds_done(run), 0)
-    synthetic_runs.write_run(run, {'flare': _constant(0.1)}, _CONFIG, 7, (0, 4), summary=False)
-    # Stopped for good, no checkpoint: the last round it evaluated (it trained 7).
-    self.assertEqual(runs.rounds_done(run), 4)
-    (run / 'summary.json').write_text(json.dumps({'rounds': 5}))  # A first piece.
-    self.assertEqual(runs.rounds_done(run), 5)
-    (run / 'checkpoints' / 'program_state_270').mkdir(parents=True)  # A later piece.
-    self.assertEqual(runs.rounds_done(run), 270)
-
-  def test_ef21_is_named_as_today_where_the_run_says_it_had_the_dense_state(self):
-    dense = synthetic_runs.write_run(self.base / 'dense', {'ef21': _constant(0.2)},
-                                     dict(_CONFIG, ef21_dense_state=True), 1, (0, 1))
-    plain = synthetic_runs.write_run(self.base / 'plain', {'ef21': _constant(0.2)}, _CONFIG, 1,
-                                     (0, 1))
-    self.assertEqual(list(runs.curves(dense)), ['ef21_dense'])
-    self.assertEqual(list(runs.curves(plain)), ['ef21'])
 
 
 class SelectTest(tf.test.TestCase):

@@ -14,9 +14,9 @@ import time
 import tensorflow as tf
 
 from experiments import report
-from experiments import runs
 from experiments import schedule
 from experiments import spec
+from tff_flare.experiment import run_files
 from tff_flare.simulation import files
 
 _FLAGS = dict(task='digits_demo', algorithms='fedavg', eval_every=1, checkpoint_every=1,
@@ -65,13 +65,13 @@ class ScheduleTest(tf.test.TestCase):
     # A piece: shard 0's run, up to round 1 only.
     self.assertEqual(schedule.execute(shard_0, results, '', log=lines.append, pin=False,
                                       until_round=1), 0)
-    self.assertEqual(runs.rounds_done(results / 'tiny' / 'seed0'), 1)
+    self.assertEqual(run_files.rounds_done(results / 'tiny' / 'seed0'), 1)
     self.assertFalse((results / 'tiny' / 'seed1').exists())  # The other shard's.
     # The whole figure: seed0 resumes from its checkpoint, seed1 starts; both at once.
     self.assertEqual(schedule.execute(pairs, results, '', jobs=2, log=lines.append,
                                       pin=False), 0)
     for name in ('seed0', 'seed1'):
-      self.assertEqual(runs.rounds_done(results / 'tiny' / name), 2)
+      self.assertEqual(run_files.rounds_done(results / 'tiny' / name), 2)
       self.assertEqual(_rounds_in_csv(results / 'tiny' / name), [0, 1, 2])  # Each round once.
       config = json.loads((results / 'tiny' / name / 'config.json').read_text())['config']
       self.assertFalse(os.path.isabs(config['output_dir']))  # No absolute path recorded.
@@ -212,7 +212,7 @@ class ScheduleTest(tf.test.TestCase):
     for value, expected in ((1.5, 1.5), (True, None), ('2', None), (float('inf'), None),
                             (-1, None), (None, None)):
       (run_dir / 'summary.json').write_text(json.dumps(dict(memory=dict(peak_gib=value))))
-      self.assertEqual(runs.peak_gib(run_dir), expected, value)
+      self.assertEqual(run_files.peak_gib(run_dir), expected, value)
     log = run_dir / 'log.txt'
     log.write_text('Memory: estimated peak 1.2.3 GiB\n')
     self.assertIsNone(schedule._logged_estimate(log, 0))  # pylint: disable=protected-access
@@ -238,8 +238,8 @@ class ScheduleTest(tf.test.TestCase):
                     'alone', lines)
     self.assertEqual([line.endswith('finished') for line in lines].count(True), 2, lines)
     for run in figure.runs:
-      self.assertEqual(runs.rounds_done(results / 'tiny' / run.name), 1)
-      self.assertGreater(runs.peak_gib(results / 'tiny' / run.name), 0.2)
+      self.assertEqual(run_files.rounds_done(results / 'tiny' / run.name), 1)
+      self.assertGreater(run_files.peak_gib(results / 'tiny' / run.name), 0.2)
     listed = schedule.format_list([figure], results)
     self.assertRegex(listed, r'seed0 .* peak [\d.]+ GiB')
 

@@ -41,6 +41,7 @@ from tff_flare.algorithms import registry as algorithms
 from tff_flare.execution import cleanup
 from tff_flare.execution import modes
 from tff_flare.experiment import config as config_lib
+from tff_flare.experiment import run_files
 from tff_flare.simulation import checkpoints as checkpoints_lib
 from tff_flare.simulation import evaluation
 from tff_flare.simulation import files
@@ -51,12 +52,6 @@ from tff_flare.simulation import sampling
 from tff_flare.tasks import data_sources
 from tff_flare.tasks import registry as tasks
 
-CONFIG_FILE = 'config.json'
-SUMMARY_FILE = 'summary.json'
-# What a run writes besides its checkpoints: removed when a run stopped before its first
-# checkpoint starts again.
-_ROUND_OUTPUTS = ('metrics.csv', 'tensorboard', 'client_states')
-LOCK_FILE = '.lock'
 # The folder whose git checkout is the code a run records (`code_version`).
 _SOURCE_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -165,7 +160,7 @@ def _removed_if_refused(output_dir: str) -> Iterator[None]:
 
 
 # Files of the reproduce machinery (`experiments/schedule.py`) that may precede a run's own.
-_FOREIGN_BUT_ALLOWED = ('command.json', 'log.txt', '.write_probe', LOCK_FILE)
+_FOREIGN_BUT_ALLOWED = ('command.json', 'log.txt', '.write_probe', run_files.LOCK_FILE)
 
 
 @contextlib.contextmanager
@@ -176,14 +171,15 @@ def exclusive_output_dir(output_dir: str) -> Iterator[None]:
   would write the same checkpoints and rows as the first and mix them; it is refused instead.
   The kernel releases the lock when its process ends, however it ends (a kill, a crash), so a
   lock is never left stale; the file is removed when the run ends or is refused. A link in
-  the directory is refused (`config.check_no_links`): a run writes no file through a link. `flock` is local to one machine: shards on several machines need
-  directories of their own, as `reproduce --shard` gives them.
+  the directory is refused (`config.check_no_links`): a run writes no file through a link.
+  `flock` is local to one machine: shards on several machines need directories of their own,
+  as `reproduce --shard` gives them.
 
   Raises:
     config_lib.ConfigError: another process holds the directory.
   """
   config_lib.check_no_links(output_dir)
-  path = pathlib.Path(output_dir) / LOCK_FILE
+  path = pathlib.Path(output_dir) / run_files.LOCK_FILE
   while True:
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     lock = os.fdopen(descriptor, 'r+')
@@ -217,23 +213,23 @@ def exclusive_output_dir(output_dir: str) -> Iterator[None]:
 def _check_output_dir(config: config_lib.RunSettings, checkpoint_rounds: list[int]) -> None:
   """Refuses a directory the run cannot prove is its own, or fewer rounds than it holds."""
   output = pathlib.Path(config.output_dir)
-  for name in ('checkpoints', 'client_states', 'tensorboard'):
+  for name in (run_files.CHECKPOINTS, 'client_states', 'tensorboard'):
     if (output / name).exists() and not (output / name).is_dir():
       raise config_lib.ConfigError(f'{output / name} is not a folder: a run keeps its {name} '
                                    'there. Move it away, or use another --output_dir.')
-  if not (output / CONFIG_FILE).exists():
+  if not (output / run_files.CONFIG_FILE).exists():
     if checkpoint_rounds:
       raise config_lib.ConfigError(
-          f'{output} has checkpoints but no {CONFIG_FILE}: the configuration they were made '
-          f'with is unknown, so resuming could mix two configurations. Restore {CONFIG_FILE}, '
-          'or use another --output_dir.')
+          f'{output} has checkpoints but no {run_files.CONFIG_FILE}: the configuration they '
+          'were made with is unknown, so resuming could mix two configurations. Restore '
+          f'{run_files.CONFIG_FILE}, or use another --output_dir.')
     foreign = sorted(p.name for p in output.iterdir() if p.name not in _FOREIGN_BUT_ALLOWED)
     if foreign:
       raise config_lib.ConfigError(
           f'{output} is not empty ({", ".join(foreign[:3])}{", ..." if len(foreign) > 3 else ""}) '
-          f'and holds no run of this project (no {CONFIG_FILE}): use a new or empty '
+          f'and holds no run of this project (no {run_files.CONFIG_FILE}): use a new or empty '
           '--output_dir.')
-  if not checkpoint_rounds and (output / SUMMARY_FILE).exists():
+  if not checkpoint_rounds and (output / run_files.SUMMARY_FILE).exists():
     raise config_lib.ConfigError(
         f'{output} holds a finished run but no checkpoint to continue it from (committed '
         'results keep none): starting again would write over it. Use another --output_dir.')
@@ -301,7 +297,7 @@ def _record_config(config: config_lib.RunSettings, log, facts: Optional[dict] = 
   `code` lists the code the run's pieces ran: `{'commit', 'dirty', 'from_round'}`, one entry
   each time a piece (starting at round `from_round`) runs other code than the last.
   """
-  path = pathlib.Path(config.output_dir) / CONFIG_FILE
+  path = pathlib.Path(config.output_dir) / run_files.CONFIG_FILE
   record = None
   if path.exists():
     try:
@@ -634,7 +630,7 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
   output = pathlib.Path(settings.output_dir) if settings.output_dir is not None else None
   checkpoint_rounds = []
   if output is not None:
-    checkpoint_rounds = checkpoints_lib.saved_rounds(output / 'checkpoints')
+    checkpoint_rounds = checkpoints_lib.saved_rounds(output / run_files.CHECKPOINTS)
     _check_output_dir(settings, checkpoint_rounds)
   estimate = _check_memory(processes, len(client_ids), settings, evaluate is not None, log)
   if output is None:
@@ -646,9 +642,9 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
     log('The clients are given in another order than the run recorded; it keeps its own '
         '(the states and the sampling follow the client ids).')
     client_ids = list(record['clients'])
-  if output is not None and not checkpoint_rounds and (output / 'metrics.csv').exists():
+  if output is not None and not checkpoint_rounds and (output / run_files.METRICS).exists():
     log('No checkpoint yet (stopped before the first): starting again from round 0.')
-    for name in _ROUND_OUTPUTS:
+    for name in run_files.ROUND_OUTPUTS:
       entry = output / name
       if entry.is_dir():
         shutil.rmtree(entry)
@@ -671,7 +667,8 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
                                                    for run in runs) + '.')
     checkpoints, start_round = None, 0
     if output is not None:
-      checkpoints = checkpoints_lib.Checkpoints(str(output / 'checkpoints'), runs, client_ids)
+      checkpoints = checkpoints_lib.Checkpoints(str(output / run_files.CHECKPOINTS), runs,
+                                                client_ids)
       try:
         start_round = checkpoints.restore()
       except checkpoints_lib.CheckpointError as e:
@@ -692,7 +689,7 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
       hooks.append(hooks_lib.TestLossFeedback(evaluate))
     managers, final_managers = list(extra.release_managers), list(extra.release_managers)
     if output is not None:
-      csv = tff.program.CSVFileReleaseManager(output / 'metrics.csv', key_fieldname='round')
+      csv = tff.program.CSVFileReleaseManager(output / run_files.METRICS, key_fieldname='round')
       managers += [csv, tff.program.TensorBoardReleaseManager(output / 'tensorboard')]
       final_managers.append(csv)
     hooks += [hooks_lib.ReleaseRows(managers, final_managers=final_managers)] if managers else []
@@ -729,7 +726,7 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
                   peak_gib=round(peak.peak_bytes() / memory.GIB, 3),
                   floor_gib=round(estimate.floor / memory.GIB, 3)))
   if output is not None:
-    files.write_file(output / SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
+    files.write_file(output / run_files.SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
   return SimulationResult(
       summary=summary,
       model_weights={run.name: tf.nest.map_structure(np.asarray, run.model_weights())
