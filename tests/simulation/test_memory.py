@@ -2,6 +2,10 @@
 arithmetic, the refusal and what a process may use (the refusal of a whole run, in a
 subprocess: `tests/experiments/test_run_experiment.py`)."""
 
+import collections
+import dataclasses
+import pathlib
+import tempfile
 import time
 
 import numpy as np
@@ -32,6 +36,35 @@ class SizesTest(tf.test.TestCase):
     fedavg = memory.process_sizes(tiny_models.tiny_process('fedavg'))
     self.assertEqual(fedavg.client_state, 0)
     self.assertTrue(memory.process_sizes(tiny_models.tiny_process('tff_fedavg')).on_tff)
+    self.assertEqual(flare.forward, 0)  # No batch given: no activations known.
+
+  def test_forward_pass_grows_with_the_batch(self):
+    model_fn = tiny_models.softmax_model_fn()
+    batches = [memory.batch_spec(tiny_models.classification_dataset(0, 64, batch_size=b))
+               for b in (8, 64)]
+    self.assertEqual(batches[1]['x'].shape.as_list(), [64, 4])  # Read off the first batch.
+    small, large = (memory.forward_bytes(model_fn, b) for b in batches)
+    # At least the logits and the probabilities ([B, 3] float32 each), and the weights read
+    # not counted: 8 times the batch, about 8 times the bytes.
+    self.assertGreaterEqual(small, 2 * 8 * 3 * 4)
+    self.assertGreater(large, 6 * small)
+    sizes = memory.process_sizes(tiny_models.tiny_process('flare'), batches[1])
+    self.assertEqual(sizes.forward, large)
+    without = dataclasses.replace(sizes, forward=0)
+    estimate = lambda s: memory.estimate_run(  # noqa: E731
+        {'flare': s}, clients_with_state=4, clients_per_round=4, threads=2, storage='memory',
+        execution='inprocess', base=0)
+    self.assertEqual(estimate(sizes).round - estimate(without).round,
+                     2 * memory.ACTIVATIONS_PER_FORWARD * large)
+
+  def test_batch_spec_of_an_empty_dataset(self):
+    empty = tf.data.Dataset.from_tensor_slices(np.zeros((0, 4), np.float32)).batch(2)
+    self.assertIsNone(memory.batch_spec(empty))
+
+  def test_a_model_that_cannot_take_the_batch_counts_nothing(self):
+    wrong = collections.OrderedDict(x=tf.TensorSpec([8, 5], tf.float32),
+                                    y=tf.TensorSpec([8, 1], tf.int32))
+    self.assertEqual(memory.forward_bytes(tiny_models.softmax_model_fn(), wrong), 0)
 
 
 def _sizes(**kinds):
@@ -101,6 +134,15 @@ class EstimateTest(tf.test.TestCase):
 
 
 class MeasuredTest(tf.test.TestCase):
+
+  def test_page_cache_is_not_counted_as_used(self):
+    # A cgroup's usage counts the files its members wrote; the kernel takes those pages back
+    # before it kills, so they leave room (a run after one that wrote checkpoints was refused).
+    folder = pathlib.Path(tempfile.mkdtemp())
+    (folder / 'memory.stat').write_text('cache 300\nshmem 50\nfile 7000\nrss 9\n')
+    self.assertEqual(memory._reclaimable(folder / 'memory.stat', 'file', 'shmem'), 6950)
+    self.assertEqual(memory._reclaimable(folder / 'memory.stat', 'cache', 'shmem'), 250)
+    self.assertEqual(memory._reclaimable(folder / 'missing', 'file', 'shmem'), 0)
 
   def test_this_process(self):
     before = memory.resident_bytes()

@@ -597,15 +597,19 @@ def _fingerprint_datasets(named) -> Optional[str]:
                                  ) from e
 
 
-def _check_memory(processes: dict, population: int, settings: config_lib.RunSettings,
-                  evaluates: bool, log) -> memory.Estimate:
-  """Estimates the run's peak and logs it beside what the run may use; refuses a run that
-  would not fit (`memory.plan`)."""
+def _check_memory(processes: dict, first_dataset: tf.data.Dataset, population: int,
+                  settings: config_lib.RunSettings, evaluates: bool, log) -> memory.Estimate:
+  """Estimates the run's peak (a step's activations from `first_dataset`'s first batch) and
+  logs it beside what the run may use; refuses a run that would not fit (`memory.plan`)."""
   threads = settings.client_threads or os.cpu_count() or 1
+  try:
+    batch = memory.batch_spec(first_dataset)
+  except (tf.errors.OpError, TypeError, ValueError):  # Data that cannot be read: said where
+    batch = None  # the round reads it (`_run_processes`).
   budget = (None if settings.memory_budget_gib is None else
             int(settings.memory_budget_gib * memory.GIB))
   estimate, available, refusal = memory.plan(
-      {name: memory.process_sizes(p) for name, p in processes.items()},
+      {name: memory.process_sizes(p, batch) for name, p in processes.items()},
       clients_with_state=population,
       clients_per_round=settings.clients_per_round or population, threads=threads,
       storage=settings.client_state_storage, execution=settings.execution,
@@ -632,7 +636,8 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
   if output is not None:
     checkpoint_rounds = checkpoints_lib.saved_rounds(output / run_files.CHECKPOINTS)
     _check_output_dir(settings, checkpoint_rounds)
-  estimate = _check_memory(processes, len(client_ids), settings, evaluate is not None, log)
+  estimate = _check_memory(processes, client_datasets(client_ids[:1], 0)[0], len(client_ids),
+                           settings, evaluate is not None, log)
   if output is None:
     record = dict(changes=[], code=[dict(code_version(), from_round=0)])
   else:

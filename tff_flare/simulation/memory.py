@@ -19,7 +19,9 @@ The estimate's terms (bytes; `M` a model's trainable weights, `S` a client's sta
              per thread, shared by the algorithms of one model (`inprocess`), and the
              evaluation's model;
   round      the largest algorithm's round: each thread's client at work (`WORKING_MODELS`
-             model-sized tensors, more with a client state, and a step's `ACTIVATIONS`), and
+             model-sized tensors, more with a client state, and a step's activations: the
+             tensors of the model's forward pass on one batch of the run's data, which the
+             backward pass keeps, `forward_bytes`), and
              up to threads + 1 finished clients' message and new state waiting to be added,
              and the sum; and what TensorFlow's allocator keeps of the other in-process
              algorithms' rounds (`KEPT_MODELS_PER_ALGORITHM` models each);
@@ -39,6 +41,7 @@ from collections.abc import Mapping
 from typing import Optional
 
 import numpy as np
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_flare.execution import cleanup
@@ -46,12 +49,16 @@ from tff_flare.execution import cleanup
 GIB = 2**30
 
 # Model-sized tensors a client at work holds besides the shared model (fitted; see above):
-# weights read, gradient, update, and with a client state its state and the top-k's split.
-WORKING_MODELS = 3.0
-WORKING_MODELS_WITH_STATE = 4.0
-# A client step's activations and their gradients, per thread (fitted on the MNIST CNN at
-# batch 600, where they outweigh the model; the types do not tell them).
-ACTIVATIONS = int(0.2 * GIB)
+# weights read, gradient, update, the optimizer's step, and with a client state its state and
+# the top-k's split.
+WORKING_MODELS = 4.0
+WORKING_MODELS_WITH_STATE = 5.0
+# A step's activations per thread: this many times its forward pass's tensors (fitted on the
+# MNIST CNN at batch 600 and the VGG11 at batch 500, where they outweigh the model).
+ACTIVATIONS_PER_FORWARD = 1.0
+# Ops whose outputs are no new memory of a step: the weights read, names and constants.
+_NOT_ACTIVATIONS = frozenset(('ReadVariableOp', 'Const', 'VarHandleOp', 'Placeholder',
+                              'Identity', 'IdentityN'))
 # Model-sized values TFF's worker holds per client of a round (fitted).
 TFF_MODELS_PER_CLIENT = 4.0
 # TensorFlow's CPU allocator (BFC, which the programs opt in to: `experiments/__init__.py`)
@@ -92,16 +99,71 @@ class ProcessSizes:
     server_state: the server state (the model, optimizer and aggregator states).
     client_state: one client's state (`S`; 0 for a stateless algorithm).
     on_tff: whether it runs on TFF's runtime (TFF's own algorithms).
+    forward: the tensors of the model's forward pass on one batch (`forward_bytes`; 0 where
+      not known).
   """
 
   model: int
   server_state: int
   client_state: int
   on_tff: bool
+  forward: int = 0
 
 
-def process_sizes(process) -> ProcessSizes:
-  """Sizes of an `AlgorithmProcess` (or a TFF learning process) from its types."""
+def forward_bytes(model_fn, batch) -> int:
+  """Bytes of the tensors a `tff.learning` model's forward pass makes on one batch: every
+  float output of a fully known shape of the ops it adds to a graph (and of the functions
+  those call; a loop's body counted once), besides the weights it reads.
+
+  Args:
+    model_fn: a no-argument function returning a `tff.learning.models.VariableModel`.
+    batch: a nest of `tf.TensorSpec`s (or tensors) of one batch, its batch size known.
+
+  Returns 0 for a model that cannot take such a batch (the run's first round reports it).
+  """
+
+  def walk(graph, start: int = 0) -> int:
+    total = 0
+    for op in graph.get_operations()[start:]:
+      if op.type in _NOT_ACTIVATIONS:
+        continue
+      for attr in ('f', 'body', 'then_branch', 'else_branch'):
+        try:
+          called = graph._get_function(op.get_attr(attr).name)  # pylint: disable=protected-access
+        except (ValueError, AttributeError):
+          continue
+        if getattr(called, 'graph', None) is not None:
+          total += walk(called.graph)
+      total += sum(t.shape.num_elements() * t.dtype.size for t in op.outputs
+                   if t.dtype.is_floating and t.shape.is_fully_defined())
+    return total
+
+  with tf.Graph().as_default() as graph:
+    model = model_fn()
+    inputs = tf.nest.map_structure(
+        lambda s: tf.compat.v1.placeholder(s.dtype, s.shape), batch)
+    start = len(graph.get_operations())
+    try:
+      model.forward_pass(inputs, training=True)
+    except (TypeError, ValueError):  # A model that cannot take the data: the round says so.
+      return 0
+    return walk(graph, start)
+
+
+def batch_spec(dataset: tf.data.Dataset):
+  """The specs of a dataset's first batch (its batch size read off the batch itself where
+  the dataset's spec leaves it open), or None for an empty dataset."""
+  spec = dataset.element_spec
+  if all(s.shape.is_fully_defined() for s in tf.nest.flatten(spec)):
+    return spec
+  for first in dataset.take(1):
+    return tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), first)
+  return None
+
+
+def process_sizes(process, batch=None) -> ProcessSizes:
+  """Sizes of an `AlgorithmProcess` (or a TFF learning process) from its types, and with
+  `batch` (a nest of `tf.TensorSpec`s of one batch) its model's forward pass."""
   server = tff_type_bytes(process.initialize.type_signature.result)
   initial_client_state = getattr(process, 'initial_client_state', None)
   client = (tff_type_bytes(initial_client_state.type_signature.result)
@@ -109,8 +171,11 @@ def process_sizes(process) -> ProcessSizes:
   weights_type = process.get_model_weights.type_signature.result
   model = tff_type_bytes(weights_type.trainable if hasattr(weights_type, 'trainable')
                          else weights_type[0])
+  model_fn = getattr(process, 'model_fn', None)
   return ProcessSizes(model=model, server_state=server, client_state=client,
-                      on_tff=getattr(process, 'runs_only_on_tff', True))
+                      on_tff=getattr(process, 'runs_only_on_tff', True),
+                      forward=(forward_bytes(model_fn, batch)
+                               if batch is not None and model_fn is not None else 0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,7 +229,7 @@ def estimate_run(sizes: Mapping[str, ProcessSizes], *, clients_with_state: int,
     resident += s.server_state
     if storage == 'memory':
       resident += s.client_state * clients_with_state
-  round_bytes = max([threads * (ACTIVATIONS + s.model * (
+  round_bytes = max([threads * (ACTIVATIONS_PER_FORWARD * s.forward + s.model * (
       WORKING_MODELS_WITH_STATE if s.client_state else WORKING_MODELS)) +
                      (threads + 1) * (s.model + s.client_state) + s.model
                      for s in here] + [0])
@@ -251,7 +316,8 @@ class PeakSampler:
 def _cgroup_limit() -> Optional[int]:
   """What this process may hold under its memory cgroups' limits (theirs and their parents'):
   a limit less what the cgroup's other members use (its usage beyond this process's resident
-  memory; shared library pages may be charged elsewhere), or None without a limit."""
+  memory and the page cache, which the kernel reclaims before it kills: `_reclaimable`), or
+  None without a limit."""
   own = resident_bytes()
   try:
     lines = pathlib.Path('/proc/self/cgroup').read_text().splitlines()
@@ -262,9 +328,11 @@ def _cgroup_limit() -> Optional[int]:
     number, controllers, path = line.split(':', 2)
     if number == '0' and not controllers:  # cgroup v2
       root, limit_file, usage_file = pathlib.Path('/sys/fs/cgroup'), 'memory.max', 'memory.current'
+      cache_keys = ('file', 'shmem')
     elif 'memory' in controllers.split(','):  # cgroup v1
       root = pathlib.Path('/sys/fs/cgroup/memory')
       limit_file, usage_file = 'memory.limit_in_bytes', 'memory.usage_in_bytes'
+      cache_keys = ('total_cache', 'total_shmem')
     else:
       continue
     folder = root / path.lstrip('/')
@@ -272,6 +340,7 @@ def _cgroup_limit() -> Optional[int]:
       try:
         limit = (folder / limit_file).read_text().strip()
         usage = int((folder / usage_file).read_text().strip())
+        usage -= _reclaimable(folder / 'memory.stat', *cache_keys)
         if limit != 'max' and int(limit) < 2**60:
           left = int(limit) - max(0, usage - own)
           room = left if room is None else min(room, left)
@@ -281,6 +350,17 @@ def _cgroup_limit() -> Optional[int]:
         break
       folder = folder.parent
   return room
+
+
+def _reclaimable(stat_file: pathlib.Path, cache_key: str, shmem_key: str) -> int:
+  """Bytes of a cgroup's page cache the kernel can take back (`memory.stat`: the cached file
+  pages less shared memory, which without swap it cannot); 0 where not known. A run that
+  wrote gigabytes of checkpoints leaves them in the cache, charged to its cgroup."""
+  try:
+    stat = dict(line.split() for line in stat_file.read_text().splitlines())
+    return max(0, int(stat.get(cache_key, 0)) - int(stat.get(shmem_key, 0)))
+  except (OSError, ValueError):
+    return 0
 
 
 def _machine_available() -> Optional[int]:
