@@ -48,7 +48,7 @@ class SizesTest(tf.test.TestCase):
     # not counted: 8 times the batch, about 8 times the bytes.
     self.assertGreaterEqual(small, 2 * 8 * 3 * 4)
     self.assertGreater(large, 6 * small)
-    sizes = memory.process_sizes(tiny_models.tiny_process('flare'), batches[1])
+    sizes = memory.process_sizes(tiny_models.tiny_process('flare'), large)
     self.assertEqual(sizes.forward, large)
     without = dataclasses.replace(sizes, forward=0)
     estimate = lambda s: memory.estimate_run(  # noqa: E731

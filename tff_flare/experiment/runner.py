@@ -606,10 +606,20 @@ def _check_memory(processes: dict, first_dataset: tf.data.Dataset, population: i
     batch = memory.batch_spec(first_dataset)
   except (tf.errors.OpError, TypeError, ValueError):  # Data that cannot be read: said where
     batch = None  # the round reads it (`_run_processes`).
+  passes = {}  # Processes of one model share its forward pass (a model takes seconds to build).
+
+  def forward(process) -> int:
+    model_fn = getattr(process, 'model_fn', None)
+    if batch is None or model_fn is None:
+      return 0
+    if model_fn not in passes:
+      passes[model_fn] = memory.forward_bytes(model_fn, batch)
+    return passes[model_fn]
+
   budget = (None if settings.memory_budget_gib is None else
             int(settings.memory_budget_gib * memory.GIB))
   estimate, available, refusal = memory.plan(
-      {name: memory.process_sizes(p, batch) for name, p in processes.items()},
+      {name: memory.process_sizes(p, forward(p)) for name, p in processes.items()},
       clients_with_state=population,
       clients_per_round=settings.clients_per_round or population, threads=threads,
       storage=settings.client_state_storage, execution=settings.execution,

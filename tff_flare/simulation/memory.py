@@ -161,9 +161,9 @@ def batch_spec(dataset: tf.data.Dataset):
   return None
 
 
-def process_sizes(process, batch=None) -> ProcessSizes:
-  """Sizes of an `AlgorithmProcess` (or a TFF learning process) from its types, and with
-  `batch` (a nest of `tf.TensorSpec`s of one batch) its model's forward pass."""
+def process_sizes(process, forward: int = 0) -> ProcessSizes:
+  """Sizes of an `AlgorithmProcess` (or a TFF learning process) from its types; `forward`:
+  its model's forward pass on one batch (`forward_bytes`, 0 where not known)."""
   server = tff_type_bytes(process.initialize.type_signature.result)
   initial_client_state = getattr(process, 'initial_client_state', None)
   client = (tff_type_bytes(initial_client_state.type_signature.result)
@@ -171,11 +171,8 @@ def process_sizes(process, batch=None) -> ProcessSizes:
   weights_type = process.get_model_weights.type_signature.result
   model = tff_type_bytes(weights_type.trainable if hasattr(weights_type, 'trainable')
                          else weights_type[0])
-  model_fn = getattr(process, 'model_fn', None)
   return ProcessSizes(model=model, server_state=server, client_state=client,
-                      on_tff=getattr(process, 'runs_only_on_tff', True),
-                      forward=(forward_bytes(model_fn, batch)
-                               if batch is not None and model_fn is not None else 0))
+                      on_tff=getattr(process, 'runs_only_on_tff', True), forward=forward)
 
 
 @dataclasses.dataclass(frozen=True)
