@@ -12,6 +12,18 @@ def authors_topk(x: np.ndarray, keep_percent: float) -> np.ndarray:
   return np.where(np.abs(x) > threshold, x, 0).astype(x.dtype)
 
 
+def global_topk(tensors: list[np.ndarray], keep_percent: float) -> list[np.ndarray]:
+  """One top-k over all entries of `tensors`: the k = max(1, rne(R/100 d)) largest |x| of the
+  d entries kept (a stable sort: ties go to the earlier entry), the rest zero."""
+  flat = np.concatenate([t.ravel() for t in tensors])
+  k = max(1, int(np.round(keep_percent / 100.0 * flat.size)))
+  keep = np.argsort(-np.abs(flat), kind='stable')[:k]
+  sent = np.zeros_like(flat)
+  sent[keep] = flat[keep]
+  return [piece.reshape(t.shape) for piece, t in
+          zip(np.split(sent, np.cumsum([t.size for t in tensors])[:-1]), tensors)]
+
+
 def percentile_mask(a: np.ndarray, t: float) -> np.ndarray:
   """Spec §3.3: 1[|a| > sort(|a|)[rne((n-1) t / 100)]]."""
   magnitudes = np.sort(np.abs(a).ravel())
@@ -106,7 +118,7 @@ def authors_topk_capped(x: np.ndarray, keep_percent: float) -> np.ndarray:
 
 def simulate(algorithm: str, initial, clients, participation, *, learning_rate, momentum,
              keep_percent, tau=0.0, tau_decay=1.0, reg_steps=1, total_clients=None,
-             epochs=1, test_losses=None):
+             epochs=1, test_losses=None, topk_rule='authors'):
   """The server model after `len(participation)` rounds of `algorithm`, and the states.
 
   Args:
@@ -118,6 +130,7 @@ def simulate(algorithm: str, initial, clients, participation, *, learning_rate, 
       their states).
     epochs: local epochs E (the batches are repeated).
     test_losses: for 'ec_ffl', the test loss recorded before each round (the first is L_ref).
+    topk_rule: 'authors' (per tensor) or 'global' (`global_topk`; EC, EC+FedProx, FLARE).
 
   Returns:
     `(server weights, {client_id: state}, per-round notes)`; a note holds the round's R' and
@@ -156,7 +169,11 @@ def simulate(algorithm: str, initial, clients, participation, *, learning_rate, 
       if algorithm in ('ec', 'ec_fedprox', 'flare', 'ec_ffl'):
         corrected = [d + a for d, a in zip(delta, state)]
         topk = authors_topk_capped if algorithm == 'ec_ffl' else authors_topk
-        message = [topk(u.astype(np.float32), keep).astype(np.float64) for u in corrected]
+        if topk_rule == 'global':
+          message = [m.astype(np.float64) for m in
+                     global_topk([u.astype(np.float32) for u in corrected], keep)]
+        else:
+          message = [topk(u.astype(np.float32), keep).astype(np.float64) for u in corrected]
         states[cid] = [u - m for u, m in zip(corrected, message)]
       elif algorithm in ('ef21', 'ef21_dense'):
         correction = [authors_topk((d - g).astype(np.float32), keep).astype(np.float64)

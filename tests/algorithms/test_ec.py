@@ -31,7 +31,7 @@ class EcKeepingEverythingTest(tf.test.TestCase):
     datasets = [tiny_models.classification_dataset(s, batch_size=4) for s in range(3)]
     ec_weights, ec_outputs, _ = _train(
         ec.build_ec(model_fn, keep_percent=100.0, client_optimizer=optimizer,
-                    rule=sparsification.TopKRule.EXACT), datasets, 3)
+                    topk_rule=sparsification.TopKRule.EXACT), datasets, 3)
     ours, _, initial = _train(fedavg.build_fedavg(model_fn, client_optimizer=optimizer),
                               datasets, 3)
     theirs, _, _ = _train(tff_baselines.build_tff_fedavg(model_fn, client_optimizer=optimizer),
@@ -97,19 +97,23 @@ class HandComputationTest(tf.test.TestCase, parameterized.TestCase):
   """EC and EC+FedProx over several momentum steps and rounds in which clients sit out,
   against the spec written out in numpy (`tests/reference_numpy.simulate`)."""
 
-  @parameterized.named_parameters(('ec', 'ec'), ('ec_fedprox', 'ec_fedprox'))
-  def test_matches_hand_computation(self, algorithm):
+  @parameterized.named_parameters(('ec', 'ec', 'authors'), ('ec_fedprox', 'ec_fedprox', 'authors'),
+                                  ('ec_global', 'ec', 'global'),
+                                  ('ec_fedprox_global', 'ec_fedprox', 'global'))
+  def test_matches_hand_computation(self, algorithm, topk_rule):
     optimizer = tff.learning.optimizers.build_sgdm(0.5, momentum=0.9)
     model_fn = tiny_models.softmax_model_fn()
     if algorithm == 'ec':
-      process = ec.build_ec(model_fn, keep_percent=20.0, client_optimizer=optimizer)
+      process = ec.build_ec(model_fn, keep_percent=20.0, client_optimizer=optimizer,
+                            topk_rule=topk_rule)
     else:
       process = ec.build_ec_fedprox(model_fn, keep_percent=20.0, client_optimizer=optimizer,
-                                    tau=0.5, tau_decay=1.5)
+                                    tau=0.5, tau_decay=1.5, topk_rule=topk_rule)
     # Two epochs of two batches: four steps a round, the proximal term on each.
     (weights, states, metrics), (expected, expected_states, notes) = (
         tiny_models.hand_computation(process, algorithm, epochs=2, learning_rate=0.5,
-                                     momentum=0.9, keep_percent=20.0, tau=0.5, tau_decay=1.5))
+                                     momentum=0.9, keep_percent=20.0, tau=0.5, tau_decay=1.5,
+                                     topk_rule=topk_rule))
     for ours, theirs in zip(weights, expected):
       self.assertAllClose(ours, theirs, rtol=1e-5, atol=1e-6)
     for i in range(3):

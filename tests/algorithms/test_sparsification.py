@@ -8,6 +8,7 @@ from tff_flare.algorithms import sparsification
 
 AUTHORS = sparsification.TopKRule.AUTHORS
 EXACT = sparsification.TopKRule.EXACT
+GLOBAL = sparsification.TopKRule.GLOBAL
 
 # Spec §1.2: kept entries per tensor (no ties) for the CNN, by R.
 CNN_SHAPES = [(5, 5, 1, 32), (32,), (5, 5, 32, 64), (64,), (1024, 512), (512,), (512, 10), (10,)]
@@ -114,9 +115,55 @@ class ExactRuleTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(int(tf.math.count_nonzero(sent[0])), 2)
 
 
+class GlobalRuleTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.parameters(0.001, 0.1, 1.0, 10.0, 37.5, 100.0)
+  def test_keeps_the_k_largest_of_the_whole_update(self, keep_percent):
+    from tests import reference_numpy  # pylint: disable=g-import-not-at-top
+    shapes = [(40, 30), (30,), (3, 3, 2, 4), (10,)]
+    x = [_distinct_tensor(s, i) * (i + 1) for i, s in enumerate(shapes)]
+    split = sparsification.sparsify(x, keep_percent, GLOBAL)
+    d = sum(int(np.prod(s)) for s in shapes)  # 1,342 entries.
+    k = max(1, int(np.round(keep_percent / 100 * d)))
+    self.assertEqual(int(split.num_sent), k)
+    expected = reference_numpy.global_topk([t.numpy() for t in x], keep_percent)
+    for ours, theirs in zip(split.sent, expected):
+      self.assertAllEqual(ours, theirs)
+
+  def test_a_small_tensor_gets_no_entry_of_its_own(self):
+    # Per tensor, the authors' rule sends one entry of every bias whatever R; globally a bias
+    # of small entries sends none (the density is k / d, down to 1 / d).
+    kernel = _distinct_tensor((100, 10), 0)
+    bias = tf.range(1.0, 11.0) * 1e-6  # Distinct: the authors' rule drops ties.
+    sent = sparsification.sparsify([kernel, bias], 0.1, GLOBAL).sent
+    self.assertEqual(int(tf.math.count_nonzero(sent[1])), 0)
+    self.assertEqual(int(tf.math.count_nonzero(sent[0])), 1)
+    self.assertEqual(int(tf.math.count_nonzero(
+        sparsification.sparsify([kernel, bias], 0.1, AUTHORS).sent[1])), 1)
+
+  def test_ties_go_to_the_earlier_entry(self):
+    sent = sparsification.sparsify([tf.ones([3]), tf.ones([2])], 40.0, GLOBAL).sent  # k = 2
+    self.assertAllEqual(sent[0], [1.0, 1.0, 0.0])
+    self.assertAllEqual(sent[1], [0.0, 0.0])
+
+  def test_a_round_varying_keep_percent_is_refused(self):
+    with self.assertRaisesRegex(TypeError, "authors' rule"):
+      sparsification.sparsify([tf.ones([3])], tf.constant(10.0), GLOBAL)
+
+  @parameterized.parameters('authors', 'exact', 'global', GLOBAL)
+  def test_a_rule_by_value(self, rule):
+    self.assertIsInstance(sparsification.as_rule(rule), sparsification.TopKRule)
+    sparsification.TOPK_RULE.check(sparsification.as_rule(rule).value)
+
+  @parameterized.parameters('Global', 'per_tensor', 1, None)
+  def test_an_unknown_rule_is_refused(self, rule):
+    with self.assertRaisesRegex(ValueError, 'topk_rule must be one of authors, exact, global'):
+      sparsification.TOPK_RULE.check(rule)
+
+
 class SentPlusResidualTest(tf.test.TestCase, parameterized.TestCase):
 
-  @parameterized.product(rule=[AUTHORS, EXACT], keep_percent=[0.01, 1.0, 30.0, 70.0])
+  @parameterized.product(rule=[AUTHORS, EXACT, GLOBAL], keep_percent=[0.01, 1.0, 30.0, 70.0])
   def test_partition_is_exact(self, rule, keep_percent):
     shapes = [(7, 13), (13,), (3, 3, 2, 4)]
     x = [tf.random.stateless_normal(s, seed=[i, 1]) for i, s in enumerate(shapes)]

@@ -25,6 +25,7 @@ class ValidateTest(tf.test.TestCase, parameterized.TestCase):
       ('momentum_one', dict(momentum=1.0), r'momentum must be in \[0, 1\)'),
       ('keep_percent', dict(keep_percent=0.0), r'keep_percent must be in \(0, 100\]'),
       ('tau_decay', dict(tau_decay=0.0), 'tau_decay'),
+      ('topk_rule', dict(topk_rule='per_tensor'), 'topk_rule must be one of authors, exact, global'),
       ('percentile', dict(mask_percentile=101.0), 'mask_percentile'),
       ('reg_steps_word', dict(reg_steps='often'), 'reg_steps'),
       ('keep_probability', dict(keep_probability=1.5), 'keep probability q'),
@@ -133,6 +134,15 @@ class CompareForResumeTest(tf.test.TestCase):
     # A run recorded before these fields existed resumes with their defaults.
     old = {k: v for k, v in recorded.items() if k not in ('model_seed', 'double_softmax')}
     self.assertEqual(config_lib.compare_for_resume(old, _config('out', task='mnist_cnn')), {})
+
+  def test_the_topk_rule_is_results_changing_and_defaults_to_the_authors(self):
+    recorded = config_lib.as_dict(_config('out'))
+    with self.assertRaisesRegex(config_lib.ConfigError, "topk_rule: 'authors' then, 'global' now"):
+      config_lib.compare_for_resume(recorded, _config('out', topk_rule='global'))
+    old = {k: v for k, v in recorded.items() if k != 'topk_rule'}  # Recorded before the knob.
+    self.assertEqual(config_lib.compare_for_resume(old, _config('out')), {})
+    with self.assertRaisesRegex(config_lib.ConfigError, 'topk_rule'):
+      config_lib.compare_for_resume(old, _config('out', topk_rule='exact'))
 
   def test_masking_weighted_by_its_old_knob_resumes_only_so_weighted(self):
     masked = dict(algorithms=('mask_none',))

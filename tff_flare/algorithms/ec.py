@@ -11,7 +11,7 @@ step, `tau_r = tau / tau_decay**(r + 1)`. With one local step it equals EC exact
 
 import dataclasses
 from collections.abc import Callable
-from typing import Optional
+from typing import Optional, Union
 
 import tensorflow_federated as tff
 
@@ -29,9 +29,10 @@ from tff_flare.algorithms import sparsification
 
 @dataclasses.dataclass(frozen=True)
 class EcParams:
-  """EC's knob: the paper's R."""
+  """EC's knobs: the paper's R and the top-k rule."""
 
   keep_percent: float = sparsification.KEEP_PERCENT.field()
+  topk_rule: str = sparsification.TOPK_RULE.field()
 
   def __post_init__(self):
     hyperparameters.check_fields(self)
@@ -39,9 +40,10 @@ class EcParams:
 
 @dataclasses.dataclass(frozen=True)
 class EcFedProxParams:
-  """EC+FedProx's knobs: R, TAU and c."""
+  """EC+FedProx's knobs: R, the top-k rule, TAU and c."""
 
   keep_percent: float = sparsification.KEEP_PERCENT.field()
+  topk_rule: str = sparsification.TOPK_RULE.field()
   tau: float = schedules.TAU.field()
   tau_decay: float = schedules.TAU_DECAY.field()
 
@@ -67,7 +69,7 @@ def build_ec(
     *,
     client_optimizer: tff.learning.optimizers.Optimizer,
     keep_percent: float = sparsification.KEEP_PERCENT.default,
-    rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS,
+    topk_rule: Union[sparsification.TopKRule, str] = sparsification.TOPK_RULE.default,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
     model_aggregator: Optional[composer.AggregationFactory] = None,
     client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM,
@@ -82,7 +84,8 @@ def build_ec(
     model_fn: no-arg callable returning a new `tff.learning.models.VariableModel`.
     keep_percent: the paper's R, the percentage of entries of each tensor to send.
     client_optimizer: local optimizer, e.g. `tff.learning.optimizers.build_sgdm(lr, momentum)`.
-    rule: top-k rule; `TopKRule.AUTHORS` reproduces the authors' counts.
+    topk_rule: a `sparsification.TopKRule` or its value: `AUTHORS` (the default)
+      reproduces the authors' counts, `GLOBAL` is one top-k over the whole update.
     server_optimizer: applied to the negated mean message; default SGD with lr 1.
     model_aggregator: a `tff.aggregators` factory in place of the mean (`composer`).
     client_weighting: how the mean weighs the clients (`composer`): uniform (the
@@ -94,6 +97,7 @@ def build_ec(
   Raises:
     ValueError: for `keep_percent` outside (0, 100] or too large for a tensor under `rule`.
   """
+  rule = sparsification.as_rule(topk_rule)
   error_feedback.validate_compression(model_fn, keep_percent, rule)
   return composer.compose(
       model_fn, parts.algorithm(parts.LocalTraining(),
@@ -111,7 +115,7 @@ def build_ec_fedprox(
     keep_percent: float = sparsification.KEEP_PERCENT.default,
     tau: float = schedules.TAU.default,
     tau_decay: float = schedules.TAU_DECAY.default,
-    rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS,
+    topk_rule: Union[sparsification.TopKRule, str] = sparsification.TOPK_RULE.default,
     is_regularized: Optional[Callable[[str], bool]] = None,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
     model_aggregator: Optional[composer.AggregationFactory] = None,
@@ -127,6 +131,7 @@ def build_ec_fedprox(
   Raises:
     ValueError: as `build_ec`, and for `tau < 0` or `tau_decay <= 0`.
   """
+  rule = sparsification.as_rule(topk_rule)
   error_feedback.validate_compression(model_fn, keep_percent, rule)
   regularized = regularizers.regularized_tensor_flags(model_facts.model_facts(model_fn).names,
                                                       is_regularized)

@@ -19,7 +19,7 @@ under the shortcut); `correction_entries` always counts the nonzeros of `c_i`.
 
 import dataclasses
 import collections
-from typing import Optional
+from typing import Optional, Union
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -37,9 +37,10 @@ EF21_STATE = 'ef21_state'
 
 @dataclasses.dataclass(frozen=True)
 class Ef21Params:
-  """EF21's knob: the paper's R (N, the population, comes from the run)."""
+  """EF21's knobs: the paper's R and the top-k rule (N, the population, comes from the run)."""
 
   keep_percent: float = sparsification.KEEP_PERCENT.field()
+  topk_rule: str = sparsification.TOPK_RULE.field()
 
   def __post_init__(self):
     hyperparameters.check_fields(self)
@@ -113,7 +114,7 @@ def build_ef21(
     keep_percent: float = sparsification.KEEP_PERCENT.default,
     total_clients: Optional[int] = None,
     dense_state_shortcut: bool = False,
-    rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS,
+    topk_rule: Union[sparsification.TopKRule, str] = sparsification.TOPK_RULE.default,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
 ) -> process.AlgorithmProcess:
   """Builds EF21.
@@ -131,7 +132,8 @@ def build_ef21(
       required unless `dense_state_shortcut`.
     dense_state_shortcut: send the dense state and average the present clients' states (the
       authors' code) instead of the sparse correction with a server running sum.
-    rule: top-k rule; `TopKRule.AUTHORS` reproduces the authors' counts.
+    topk_rule: a `sparsification.TopKRule` or its value: `AUTHORS` (the default)
+      reproduces the authors' counts, `GLOBAL` is one top-k over the whole update.
     server_optimizer: applied to the negated aggregate; default SGD with lr 1.
 
   Returns:
@@ -140,6 +142,7 @@ def build_ef21(
   Raises:
     ValueError: for an out-of-range `keep_percent`, or a missing/invalid `total_clients`.
   """
+  rule = sparsification.as_rule(topk_rule)
   error_feedback.validate_compression(model_fn, keep_percent, rule)
   compressor = ef21_compressor(keep_percent, rule, dense_state_shortcut=dense_state_shortcut,
                                total_clients=total_clients)

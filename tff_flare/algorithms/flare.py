@@ -35,9 +35,10 @@ from tff_flare.algorithms import sparsification
 
 @dataclasses.dataclass(frozen=True)
 class FlareParams:
-  """FLARE's knobs (the paper's R, TAU, c, t and p), checked when built."""
+  """FLARE's knobs (the paper's R, TAU, c, t and p; the top-k rule), checked when built."""
 
   keep_percent: float = sparsification.KEEP_PERCENT.field()
+  topk_rule: str = sparsification.TOPK_RULE.field()
   tau: float = schedules.TAU.field()
   tau_decay: float = schedules.TAU_DECAY.field()
   mask_percentile: float = regularizers.MASK_PERCENTILE.field()
@@ -73,7 +74,7 @@ def build_flare(
     mask_percentile: float = regularizers.MASK_PERCENTILE.default,
     reg_steps: Union[int, str, None] = local_training.REG_STEPS.default,
     restart_optimizer_after_reg_steps: bool = True,
-    rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS,
+    topk_rule: Union[sparsification.TopKRule, str] = sparsification.TOPK_RULE.default,
     is_regularized: Optional[Callable[[str], bool]] = None,
     server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
     model_aggregator: Optional[composer.AggregationFactory] = None,
@@ -98,7 +99,8 @@ def build_flare(
       (the knob's default: a task sets its own) is 1, the authors' MNIST setting.
     restart_optimizer_after_reg_steps: re-create the optimizer state (zero momentum) after the
       p-th step, as the authors' two-model switch does.
-    rule: top-k rule; `TopKRule.AUTHORS` reproduces the authors' counts.
+    topk_rule: a `sparsification.TopKRule` or its value: `AUTHORS` (the default)
+      reproduces the authors' counts, `GLOBAL` is one top-k over the whole update.
     is_regularized: predicate on a trainable variable's name (e.g. to leave out an
       embedding); default: every tensor.
     server_optimizer: applied to the negated mean message; default SGD with lr 1.
@@ -116,6 +118,7 @@ def build_flare(
   reg_steps = 1 if reg_steps is None else reg_steps
   regularizers.validate_percentile(mask_percentile)
   local_training.validate_penalized_steps(reg_steps)
+  rule = sparsification.as_rule(topk_rule)
   error_feedback.validate_compression(model_fn, keep_percent, rule)
   training = flare_pull(
       regularized=regularizers.regularized_tensor_flags(model_facts.model_facts(model_fn).names,

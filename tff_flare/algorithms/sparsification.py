@@ -1,11 +1,11 @@
-"""Per-tensor top-k sparsification of model updates.
+"""Top-k sparsification of model updates: per tensor (the authors'), or over the whole update.
 
 `keep_percent` is the paper's R: the percentage (not fraction) of a tensor's entries to keep,
-so `keep_percent=0.001` keeps 0.001 % = 1e-5 of the entries. Sparsification is applied to each
-tensor of a structure independently, never globally over the flattened model
-(`docs/faithfulness.md` R1, Q1-Q3).
+so `keep_percent=0.001` keeps 0.001 % = 1e-5 of the entries. The authors sparsify each tensor
+of a structure independently (`docs/faithfulness.md` R1, Q1-Q3); `TopKRule.GLOBAL` is the
+compressor of the theory instead (one top-k over all `d` entries of the update).
 
-Two rules choose what survives in a tensor of `n` entries:
+Three rules choose what survives; the first two work in each tensor of `n` entries:
 
 * `TopKRule.AUTHORS` (default): `k = float32(keep_percent) / 100 * float32(n)`,
   `k' = rne(k) + 2`, `v` = the `k'`-th largest magnitude (with duplicates), and entries with
@@ -14,8 +14,13 @@ Two rules choose what survives in a tensor of `n` entries:
   error (the authors' code crashes there), raised here when the builder runs.
 * `TopKRule.EXACT`: keeps exactly `k = max(1, rne(keep_percent / 100 * n))` entries, the
   indices of `tf.math.top_k` of `|x|` (ties broken towards the lower index).
+* `TopKRule.GLOBAL`: the update's tensors flattened and concatenated into one vector of `d`
+  entries, of which exactly `k = max(1, rne(keep_percent / 100 * d))` survive (`tf.math.top_k`
+  of `|x|`, ties towards the lower index in that order). A small tensor (a bias) gets no entry
+  of its own: the density sent is `k / d`, down to `1 / d`. Not the authors' (not a switch
+  that reproduces anything): the setting of the top-k theory, for the scaling study.
 
-Both return the sent part and the residual, with `sent + residual == x` exactly (each entry
+All return the sent part and the residual, with `sent + residual == x` exactly (each entry
 is in exactly one of them).
 
 `keep_percent` may also be a float32 scalar tensor that changes from round to round (EC-FFL's
@@ -39,6 +44,26 @@ class TopKRule(enum.Enum):
 
   AUTHORS = 'authors'
   EXACT = 'exact'
+  GLOBAL = 'global'
+
+
+def as_rule(rule: 'TopKRule | str') -> TopKRule:
+  """A `TopKRule`, or its value (`'authors'`, `'exact'`, `'global'`), as a `TopKRule`.
+
+  Raises:
+    ValueError: anything else, naming the rules.
+  """
+  if isinstance(rule, TopKRule):
+    return rule
+  try:
+    return TopKRule(rule)
+  except ValueError:
+    raise ValueError(f'topk_rule must be one of {", ".join(r.value for r in TopKRule)}, got '
+                     f'{rule!r}.') from None
+
+
+def _check_rule(rule: str) -> None:
+  as_rule(rule)
 
 
 BYTES_PER_VALUE = 4  # float32 value.
@@ -58,6 +83,13 @@ def validate_keep_percent(keep_percent: float) -> None:
 KEEP_PERCENT = hyperparameters.Knob(
     0.001, "R: percent of each tensor's entries a client sends (the authors' rule keeps "
     'rne(R/100 n) + 1 of n).', validate_keep_percent)
+
+
+TOPK_RULE = hyperparameters.Knob(
+    TopKRule.AUTHORS.value, "Which entries top-k sends: authors (per tensor, the authors' "
+    'count rne(R/100 n) + 1, ties at the cut dropped), exact (per tensor, exactly '
+    'max(1, rne(R/100 n))) or global (exactly max(1, rne(R/100 d)) of the whole update\'s d '
+    'entries: the top-k of the theory).', _check_rule)
 
 
 def authors_cut_rank(num_elements: int, keep_percent: float) -> int:
@@ -106,7 +138,7 @@ def check_rule_fits(shapes: Sequence[tf.TensorShape], keep_percent: float,
   validate_keep_percent(keep_percent)
   if not isinstance(rule, TopKRule):
     raise ValueError(f'rule must be a sparsification.TopKRule, got {rule!r}.')
-  if rule != TopKRule.AUTHORS:
+  if rule != TopKRule.AUTHORS:  # The other rules keep at most every entry.
     return
   sizes = [int(tf.TensorShape(shape).num_elements()) for shape in shapes]
   for i, n in enumerate(sizes):
@@ -161,8 +193,26 @@ def _split_tensor(x: tf.Tensor, keep_percent, rule: TopKRule):
   return sent, x - sent, tf.math.count_nonzero(sent, dtype=tf.int64)
 
 
+def _split_global(leaves: list[tf.Tensor], keep_percent: float):
+  """`(sent, residual, num_sent)` of `TopKRule.GLOBAL`: one top-k over every entry."""
+  if tf.is_tensor(keep_percent):
+    raise TypeError('A tensor keep_percent needs the authors\' rule.')
+  sizes = [x.shape.num_elements() for x in leaves]
+  flat = tf.concat([tf.reshape(x, [-1]) for x in leaves], axis=0)
+  d = sum(sizes)
+  k = exact_keep_count(d, keep_percent)
+  if k == d:
+    sent_flat = tf.identity(flat)
+  else:
+    indices = tf.math.top_k(tf.abs(flat), k=k, sorted=False).indices
+    sent_flat = tf.scatter_nd(indices[:, tf.newaxis], tf.gather(flat, indices), [d])
+  sent = [tf.reshape(piece, x.shape) for piece, x in zip(tf.split(sent_flat, sizes), leaves)]
+  return sent, [x - y for x, y in zip(leaves, sent)], tf.math.count_nonzero(sent_flat,
+                                                                            dtype=tf.int64)
+
+
 def sparsify(structure, keep_percent: float, rule: TopKRule = TopKRule.AUTHORS) -> Split:
-  """Top-k sparsifies every tensor of a structure independently.
+  """Top-k sparsifies a structure: each tensor independently, or all at once (`GLOBAL`).
 
   Args:
     structure: a nest of float tensors with fully defined shapes.
@@ -181,6 +231,10 @@ def sparsify(structure, keep_percent: float, rule: TopKRule = TopKRule.AUTHORS) 
   if not tf.is_tensor(keep_percent):
     check_rule_fits([t.shape for t in tf.nest.flatten(structure)], keep_percent, rule)
   leaves = tf.nest.flatten(structure)
+  if rule == TopKRule.GLOBAL and leaves:
+    sent, residual, num_sent = _split_global(leaves, keep_percent)
+    return Split(sent=tf.nest.pack_sequence_as(structure, sent),
+                 residual=tf.nest.pack_sequence_as(structure, residual), num_sent=num_sent)
   parts = [_split_tensor(x, keep_percent, rule) for x in leaves]
   return Split(sent=tf.nest.pack_sequence_as(structure, [p[0] for p in parts]),
                residual=tf.nest.pack_sequence_as(structure, [p[1] for p in parts]),
