@@ -32,6 +32,8 @@ class ValidateTest(tf.test.TestCase, parameterized.TestCase):
       ('weighting', dict(client_weighting='by_size'), 'by_size'),
       ('rounds', dict(rounds=0), 'rounds must be an int >= 1'),
       ('batch_size', dict(batch_size=-1), 'batch_size'),
+      ('local_steps', dict(local_steps=0), r'local_steps must be an int in \[1, 65536\]'),
+      ('local_steps_and_epochs', dict(local_steps=5, local_epochs=2), 'takes no local epochs'),
       ('clients_per_round', dict(clients_per_round=11), r'clients_per_round \(11\) must be in'),
       ('sampler', dict(client_sampling='round_robin'), 'Unknown client sampling'),
       ('partition', dict(partition='pathological'), 'Unknown partition'),

@@ -169,6 +169,16 @@ class BadRunTest(tf.test.TestCase):
 class RefusedRunTest(tf.test.TestCase):
   """Runs that used to exit 0 with wrong or mixed results (issue 19), now refused up front."""
 
+  def test_a_step_cap_trains_that_many_batches_a_round(self):
+    config = _config(self.get_temp_dir(), algorithms=('fedavg',), rounds=2, batch_size=8,
+                     local_steps=3)
+    _run(config)
+    with open(os.path.join(config.output_dir, 'metrics.csv')) as f:
+      rows = list(csv.DictReader(f))
+    column = 'fedavg/train/client_work/train/num_examples'
+    trained = [int(row[column]) for row in rows if row[column]]  # Not the final evaluation.
+    self.assertEqual(trained, [3 * 3 * 8] * 2)  # 3 clients a round.
+
   def test_resuming_with_fewer_rounds_is_refused(self):
     output = pathlib.Path(self.get_temp_dir()) / 'four'
     _run(_config(output, algorithms=('fedavg',), rounds=4, eval_every=1))
@@ -336,7 +346,7 @@ class HyperparametersReachTheBuildersTest(tf.test.TestCase):
   # Values no knob has by default, for the knobs there are (a new knob keeps its default).
   VALUES = dict(keep_percent=0.37, tau=0.123, tau_decay=1.7, mask_percentile=33.0,
                 reg_steps=2, local_epochs=3, keep_probability=0.6, num_mask_draws=2,
-                tff_fedprox_strength=0.02, qsgd_levels=3)
+                tff_fedprox_strength=0.02, qsgd_levels=3, topk_rule='global')
   # Builder keywords named otherwise than their knob, and what rows fix themselves.
   RENAMED = dict(tff_fedprox_strength='proximal_strength')
   FIXED = dict(ef21=dict(total_clients=7), ef21_dense=dict(dense_state_shortcut=True),

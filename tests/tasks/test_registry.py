@@ -59,6 +59,26 @@ class TaskRegistryTest(tf.test.TestCase):
     test_examples = sum(int(b['y'].shape[0]) for b in task.test_data)
     self.assertEqual(test_examples, 50)
 
+  def test_a_step_cap_draws_a_reshuffled_stream_every_round(self):
+    path = _mnist_npz(self.get_temp_dir())
+    task = tasks.build_task('mnist_cnn', source='npz', data_path=path, batch_size=8,
+                            local_steps=3)
+    round_0, round_1, again = (task.client_datasets(['client_1'], r)[0] for r in (0, 1, 0))
+    batches = list(round_0)
+    self.assertEqual([b['x'].shape for b in batches], [(8, 28, 28, 1)] * 3)
+    self.assertEqual(batches[0]['x'].dtype, tf.float32)
+    self.assertLessEqual(float(tf.reduce_max(batches[0]['x'])), 1.0)
+    with np.load(path) as data:  # Client 1's examples (600-1199), in another order.
+      labels = data['y_train'][600:1200]
+    self.assertNotAllEqual(batches[0]['y'][:, 0], labels[:8])
+    self.assertNotAllEqual(batches[0]['y'], next(iter(round_1))['y'])
+    self.assertAllEqual(batches[0]['x'], next(iter(again))['x'])
+    with self.assertRaisesRegex(ValueError, 'takes no local epochs'):
+      tasks.build_task('mnist_cnn', source='npz', data_path=path, local_steps=3, epochs=2)
+    for bad in (0, 2**16 + 1, 2.5, True):
+      with self.assertRaisesRegex(ValueError, r'local_steps must be an int in \[1, 65536\]'):
+        tasks.build_task('digits_demo', local_steps=bad)
+
   def test_logreg_evaluates_on_the_clients_training_examples(self):
     path = _mnist_npz(self.get_temp_dir())
     task = tasks.build_task('mnist_logreg', source='npz', data_path=path, eval_data='train')
@@ -150,6 +170,12 @@ class TaskRegistryTest(tf.test.TestCase):
     round_0, round_1 = (last_batch(task.client_datasets(['ANNE'], r)[0]) for r in (0, 1))
     self.assertNotAllEqual(round_0, round_1)  # A new permutation every round...
     self.assertAllEqual(round_1, last_batch(task.client_datasets(['ANNE'], 1)[0]))  # ...seeded.
+    # A step cap takes that many batches of the stream (more than one pass here).
+    capped = tasks.build_task('shakespeare_gru', source='text', data_path=str(path),
+                              num_clients=2, local_steps=40)
+    passes = sum(1 for _ in task.client_datasets(['ANNE'], 0)[0])
+    self.assertLess(passes, 40)
+    self.assertEqual(sum(1 for _ in capped.client_datasets(['ANNE'], 0)[0]), 40)
 
   def test_the_real_play_outlives_garbage_collection(self):
     # The loaded play's ClientData must live as long as the task: it was held only weakly

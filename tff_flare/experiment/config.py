@@ -105,6 +105,10 @@ class Settings(RunSettings):
   num_clients: Optional[int] = _(None, 'Clients in use, the first of the split (task '
                                  'default).')
   batch_size: Optional[int] = _(None, 'Local batch size (task default; 0: full batch).')
+  local_steps: Optional[int] = _(None, "Local steps a round: each client takes this many "
+                                 'batches from its examples reshuffled every round (a new '
+                                 'permutation at each pass), however many it has; default: '
+                                 'every batch of --local_epochs passes.')
   learning_rate: Optional[float] = _(None, 'Client SGD learning rate (task default).')
   momentum: Optional[float] = _(None, 'Client SGD momentum (task default).')
   model_seed: Optional[int] = _(None, "Seed of the model's initializers (default: the "
@@ -153,7 +157,7 @@ ExperimentConfig.__module__ = __name__
 
 # The settings that are task options (`tasks.registry.TaskSpec.options`).
 _TASK_OPTIONS = ('source', 'data_path', 'data_dir', 'total_clients', 'partition', 'alpha',
-                 'ratio', 'batch_size', 'double_softmax', 'eval_data', 'text_evaluation')
+                 'ratio', 'batch_size', 'local_steps', 'double_softmax', 'eval_data', 'text_evaluation')
 
 
 def _check(condition: bool, message: str) -> None:
@@ -273,6 +277,7 @@ def _validate(config: ExperimentConfig) -> None:
          f'{config.clients_per_round!r}.')
   _check(config.batch_size is None or (_is_int(config.batch_size) and config.batch_size >= 0),
          f'batch_size must be an int >= 0 (0: full batch), got {config.batch_size!r}.')
+  tasks.check_local_steps(config.local_steps, config.local_epochs)
   if config.learning_rate is not None:
     _check(config.learning_rate > 0, f'learning_rate must be > 0, got {config.learning_rate}.')
   if config.momentum is not None:

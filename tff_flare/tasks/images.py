@@ -87,10 +87,17 @@ def build_image_task(name: str, o: task_lib.TaskOptions) -> task_lib.Task:
   x = arrays.x_train[used].reshape((-1,) + spec.feature_shape)
   y = arrays.y_train[used].astype(np.int32).reshape(-1, 1)
   ends = np.cumsum([len(p) for p in parts])
-  train = partitions.to_client_data(
+  examples = partitions.to_client_data(
       {'x': x, 'y': y}, [np.arange(end - len(p), end) for p, end in zip(parts, ends)])
   batch = spec.batch_size if o.batch_size is None else o.batch_size
-  train = train.preprocess(lambda d: task_lib.batch_client(d, batch, o.epochs).map(scale_batch))
+  round_train_data = None
+  if o.local_steps is not None:  # A capped stream, reshuffled every round.
+    round_train_data = lambda r: examples.preprocess(lambda d: task_lib.capped_client(
+        d, batch, o.local_steps, task_lib.round_seed(o.seed, r)).map(scale_batch))
+    train = round_train_data(0)
+  else:
+    train = examples.preprocess(
+        lambda d: task_lib.batch_client(d, batch, o.epochs).map(scale_batch))
   if o.eval_data == 'train':  # The federated objective: every example of the clients in use.
     x_eval, y_eval = x, y
   else:
@@ -107,7 +114,7 @@ def build_image_task(name: str, o: task_lib.TaskOptions) -> task_lib.Task:
   return task_lib.Task(name, models.tff_model_fn(keras_builder, spec.feature_shape), train, test, dict(
       learning_rate=learning_rate, momentum=spec.momentum, reg_steps=spec.reg_steps,
       batch_size=batch, total_clients=total_clients, num_clients=num_clients),
-      data_fingerprint=arrays.fingerprint)
+      round_train_data=round_train_data, data_fingerprint=arrays.fingerprint)
 
 
 def scale_pixels(x: np.ndarray, feature_shape: tuple[int, ...]) -> np.ndarray:

@@ -53,7 +53,7 @@ TEXT_EVALUATIONS = ('authors', 'full')
 EVAL_DATA = ('test', 'train')
 
 # What every task takes, and what some do (`TaskSpec.options`).
-COMMON_OPTIONS = ('num_clients', 'epochs', 'seed', 'model_seed')
+COMMON_OPTIONS = ('num_clients', 'epochs', 'local_steps', 'seed', 'model_seed')
 _PARTITIONED = ('total_clients', 'partition', 'alpha', 'ratio', 'dominant_fraction',
                 'batch_size')
 _LOCAL_FILES = ('source', 'data_path', 'data_dir')
@@ -110,6 +110,24 @@ def check_options(name: str, given: dict) -> None:
                        f'{partition or "the task default"}).')
 
 
+def check_local_steps(local_steps: int | None, epochs: int) -> None:
+  """The one check of the step cap (`TaskOptions.local_steps`) and the epochs beside it.
+
+  Raises:
+    ValueError: a cap not an int in [1, `task.MAX_LOCAL_STEPS`], or one with epochs != 1.
+  """
+  if local_steps is None:
+    return
+  limit = task_lib.MAX_LOCAL_STEPS
+  if isinstance(local_steps, bool) or not isinstance(local_steps, int) or not (
+      1 <= local_steps <= limit):
+    raise ValueError(f'local_steps must be an int in [1, {limit}] (or unset: every batch), got '
+                     f'{local_steps!r}.')
+  if epochs != 1:
+    raise ValueError(f'local_steps ({local_steps}) caps the steps of one stream of the '
+                     f"client's examples; it takes no local epochs (got {epochs}).")
+
+
 def build_task(name: str, **options: Any) -> Task:
   """Builds task `name` (see the module docstring).
 
@@ -134,6 +152,7 @@ def build_task(name: str, **options: Any) -> Task:
     raise ValueError(f'Unknown eval_data {o.eval_data!r}; known: {", ".join(EVAL_DATA)}.')
   if o.epochs < 1:
     raise ValueError(f'epochs must be >= 1, got {o.epochs}.')
+  check_local_steps(o.local_steps, o.epochs)
   return TASKS[name].build(name, o)
 
 
@@ -147,15 +166,21 @@ def _digits_task(name: str, o: TaskOptions) -> Task:
   parts = partitions.build(o.partition or 'contiguous', y_train, total_clients, seed=o.seed,
                            **o.partition_options())[:num_clients]
   batch_size = 0 if o.batch_size is None else o.batch_size
-  train = partitions.to_client_data({'x': x_train, 'y': y_train}, parts).preprocess(
-      lambda d: batch_client(d, batch_size, o.epochs))
+  examples = partitions.to_client_data({'x': x_train, 'y': y_train}, parts)
+  round_train_data = None
+  if o.local_steps is not None:
+    round_train_data = lambda r: examples.preprocess(lambda d: task_lib.capped_client(
+        d, batch_size, o.local_steps, task_lib.round_seed(o.seed, r)))
+    train = round_train_data(0)
+  else:
+    train = examples.preprocess(lambda d: batch_client(d, batch_size, o.epochs))
   test = tf.data.Dataset.from_tensor_slices(
       collections.OrderedDict(x=x_test, y=y_test)).batch(500)
   model_seed = o.seed if o.model_seed is None else o.model_seed
   model_fn = models.tff_model_fn(lambda: models.digits_mlp(model_seed), digits.FEATURE_SHAPE)
   return Task(name, model_fn, train, test, dict(
       learning_rate=0.5, momentum=0.0, reg_steps=1, batch_size=batch_size,
-      total_clients=total_clients, num_clients=num_clients))
+      total_clients=total_clients, num_clients=num_clients), round_train_data=round_train_data)
 
 
 def _shakespeare_task(name: str, o: TaskOptions) -> Task:
@@ -185,7 +210,10 @@ def _shakespeare_task(name: str, o: TaskOptions) -> Task:
     # A seeded shuffle replays its first permutation whenever its dataset is built anew (as
     # TFF rebuilds a serialized dataset at every call): a seed per round gives every round
     # a new permutation, reproducibly.
-    round_seed = text.round_seed(seed, round_num)
+    round_seed = task_lib.round_seed(seed, round_num)
+    if o.local_steps is not None:  # The stream of batches, reshuffled at every pass.
+      return subset.preprocess(
+          lambda d: text.character_batches(d, round_seed).repeat().take(o.local_steps))
     return subset.preprocess(lambda d: text.character_batches(d, round_seed).repeat(epochs))
 
   test_data = text.test_stream(test, seed=seed)

@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -71,6 +72,10 @@ class TaskOptions:
       class_imbalance partitions.
     batch_size: local batch size; <= 0 for the whole client as one batch (full batch).
     epochs: local epochs (the client dataset is repeated).
+    local_steps: a cap on a client's local steps a round: None for every batch of `epochs`
+      passes; else exactly this many batches, drawn from the client's examples reshuffled
+      every round (`capped_client`), so a large client costs the same as a small one and
+      sees other examples each round. Takes `epochs` = 1.
     seed: seed of the partition and shuffles.
     model_seed: seed of the model's initializers (None: the authors' seeding: the CNN's
       GlorotNormal(seed=0), the FC, VGG and GRU unseeded, the demo's MLP from `seed`).
@@ -95,6 +100,7 @@ class TaskOptions:
   dominant_fraction: float = 0.8
   batch_size: int | None = None
   epochs: int = 1
+  local_steps: int | None = None
   seed: int = 0
   model_seed: int | None = None
   double_softmax: bool | None = None
@@ -111,3 +117,40 @@ def batch_client(dataset: tf.data.Dataset, batch_size: int, epochs: int) -> tf.d
     count = dataset.cardinality()
     return dataset.batch(tf.maximum(count, 1)).repeat(epochs)
   return dataset.batch(batch_size).repeat(epochs)
+
+
+# The most steps a round `local_steps` takes: a client's batches of a round are held at once
+# (`algorithms.batches`, which refuses a dataset of unknown length this long); the rounds of
+# both papers take at most a few thousand.
+MAX_LOCAL_STEPS = 1 << 16
+
+
+def round_seed(seed: int, round_num: int) -> int:
+  """The shuffle seed of a round's client datasets (a new permutation every round)."""
+  return int(np.random.SeedSequence([seed, round_num]).generate_state(1)[0])
+
+
+def capped_client(examples: tf.data.Dataset, batch_size: int, steps: int,
+                  seed: int) -> tf.data.Dataset:
+  """`steps` batches from a client's examples, as a stream reshuffled at every pass.
+
+  The examples are shuffled whole (a buffer of all of them; a new permutation at each pass
+  over them), repeated without end and batched across pass boundaries, and the first `steps`
+  batches taken: with 12,500 examples, 25 steps of 8 read 200 of them, others each round
+  (`seed` is the round's, `round_seed`). `batch_size <= 0` (full batch): `steps` batches of
+  every example (no shuffle: the batch is the same).
+
+  Args:
+    examples: the client's examples, unbatched, of known length (`from_tensor_slices`).
+    batch_size: examples a step, or <= 0 for all of them.
+    steps: batches to take (>= 1).
+    seed: the shuffle seed.
+
+  Returns:
+    A dataset of exactly `steps` batches (known cardinality).
+  """
+  count = tf.maximum(examples.cardinality(), 1)
+  if batch_size <= 0:
+    return examples.batch(count).repeat().take(steps)
+  shuffled = examples.shuffle(count, seed=seed, reshuffle_each_iteration=True)
+  return shuffled.repeat().batch(batch_size).take(steps)

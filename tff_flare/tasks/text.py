@@ -5,7 +5,7 @@ vocabulary (bytes outside it map to id 0), all snippets concatenated without a s
 cut into chunks of 101 (the remainder dropped), shuffled with a buffer of 100 (reshuffled each
 iteration: each epoch, and each evaluation of the test stream), batched by 8 (remainder
 dropped), and split into `x` = the first 100 and `y` = the last 100 ids (int64 [8, 100]).
-A training round's shuffle is seeded with `round_seed(seed, round)`: a new permutation every
+A training round's shuffle is seeded with `task.round_seed(seed, round)`: a new permutation every
 round, the same one in every run.
 
 The byte-to-id map is a 256-entry constant gathered by byte value, so the pipeline holds no
@@ -51,11 +51,6 @@ def character_batches(dataset: tf.data.Dataset, seed: int | None = None,
   chunks = chunks.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
   return chunks.batch(batch_size, drop_remainder=True).map(
       lambda c: collections.OrderedDict(x=c[:, :-1], y=c[:, 1:]))
-
-
-def round_seed(seed: int, round_num: int) -> int:
-  """The shuffle seed of a round's client datasets (a new permutation every round)."""
-  return int(np.random.SeedSequence([seed, round_num]).generate_state(1)[0])
 
 
 def count_batches(dataset: tf.data.Dataset) -> int:
