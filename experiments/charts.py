@@ -11,6 +11,7 @@ import collections
 import csv
 import dataclasses
 import io
+import json
 import math
 import pathlib
 import statistics
@@ -447,30 +448,44 @@ def first_round_at_or_below(curve: Curve, target: float) -> Optional[int]:
   return next((r for r, v in zip(curve.round, curve.loss) if v <= target), None)
 
 
+def optimum(results, figure) -> Optional[float]:
+  """f* of the figure's objective (`spec.OPTIMUM_FILE` in its folder), None where absent."""
+  path = results.root / figure.name / spec.OPTIMUM_FILE
+  if not path.exists():
+    return None
+  try:
+    return float(json.loads(path.read_text())['f_star'])
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise run_files.RunFileError(f'{path}: no f_star ({e}).') from e
+
+
+def is_monotone(losses: Sequence[float]) -> bool:
+  """No loss above the lowest before it by more than `spec.MONOTONE_SLACK` of it."""
+  lowest = math.inf
+  for value in losses:
+    if value > lowest * (1 + spec.MONOTONE_SLACK):
+      return False
+    lowest = min(lowest, value)
+  return True
+
+
 @dataclasses.dataclass
 class ScalingPoint:
   """One (R, seed, algorithm) of the scaling study."""
   keep_percent: float
   seed: int
   algorithm: str
-  density: float  # The fraction of the model's entries a client sent, mean over rounds.
-  rounds_to: dict  # {target round of the baseline: rounds this algorithm took, or None}
-  excess: Optional[float]  # Its loss after `final_round` minus the baseline's.
-  last_round: int
+  density: float  # delta: the fraction of the model's entries a client sent, mean over rounds.
+  rounds_to: dict  # {gap: the first round within `gap` of f*, or None (not yet)}
+  last_round: int  # Where an unreached gap is censored.
 
 
-def scaling_points(drawing: spec.SparsityScaling, figure, results) -> list[ScalingPoint]:
-  """Every run's measures (see `spec.SparsityScaling`)."""
-  baselines, others = {}, []
-  for seed in results.select((figure.name,)):
-    if drawing.baseline in seed.algorithms():
-      baselines[seed.config.get('seed')] = seed.curve(drawing.baseline)
-    else:
-      others.append(seed)
+def scaling_points(drawing: spec.SparsityScaling, figure, results,
+                   f_star: float) -> list[ScalingPoint]:
+  """Every run's measures (see `spec.SparsityScaling`), the TAU runs left out."""
   points = []
-  for seed in others:
-    baseline = baselines.get(seed.config.get('seed'))
-    if baseline is None:
+  for seed in results.select((figure.name,)):
+    if seed.refs[0].rsplit('/', 1)[-1].startswith(drawing.tau_runs):
       continue
     path = results.path(seed.refs[0])
     for algorithm in drawing.algorithms:
@@ -479,95 +494,155 @@ def scaling_points(drawing: spec.SparsityScaling, figure, results) -> list[Scali
         continue
       density = [v for _, v in run_files.rows_of(path, algorithm,
                                                  'train/aggregator/communication/density')]
-      rounds_to = {t: first_round_at_or_below(curve, baseline.at(t, 'loss'))
-                   for t in drawing.target_rounds if baseline.at(t, 'loss') is not None}
-      final = curve.at(drawing.final_round, 'loss')
-      reference = baseline.at(drawing.final_round, 'loss')
       points.append(ScalingPoint(
           keep_percent=seed.config.get('keep_percent'), seed=seed.config.get('seed'),
           algorithm=algorithm, density=statistics.mean(density) if density else float('nan'),
-          rounds_to=rounds_to, last_round=curve.last_round,
-          excess=None if final is None or reference is None else final - reference))
+          rounds_to={g: first_round_at_or_below(curve, f_star + g) for g in drawing.gaps},
+          last_round=curve.last_round))
   return points
 
 
-def scaling_series(points: Sequence[ScalingPoint], algorithm: str, measure) -> tuple[list, list]:
-  """`(densities, values)`: per R, the mean density and the mean of `measure(point)` over the
-  seeds, for the R where every seed has a positive value."""
-  by_percent = collections.defaultdict(list)
-  for p in points:
-    if p.algorithm == algorithm:
-      by_percent[p.keep_percent].append(p)
-  xs, ys = [], []
-  for percent in sorted(by_percent, reverse=True):
-    group = by_percent[percent]
-    values = [measure(p) for p in group]
-    if all(v is not None and v > 0 for v in values):
-      xs.append(statistics.mean(p.density for p in group))
-      ys.append(statistics.mean(values))
-  return xs, ys
+# Two-sided 95 % quantiles of Student's t by degrees of freedom (more: the normal's).
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+        9: 2.262, 10: 2.228}
+
+
+@dataclasses.dataclass
+class Exponent:
+  """An algorithm's fitted exponent of rounds in delta (rounds ~ delta^exponent)."""
+  mean: Optional[float]  # Over seeds; None without two usable R.
+  half_width: Optional[float]  # Of the 95 % t-interval over seeds; None with one seed.
+  seeds: int
+  percents: tuple  # The R fitted on: sparse, and reached by every seed.
+  censored: tuple  # The sparse R some seed has not reached (left out of the fit).
+
+  def text(self) -> str:
+    if self.mean is None:
+      return '-'
+    spread = f' +- {self.half_width:.2f}' if self.half_width is not None else ''
+    left = f'; {len(self.censored)} R censored' if self.censored else ''
+    return (f'{self.mean:.2f}{spread} ({self.seeds} seeds, {len(self.percents)} R{left})')
+
+
+def exponent(points: Sequence[ScalingPoint], algorithm: str, gap: float,
+             sparse_at_most: float) -> Exponent:
+  """The exponent of `algorithm`'s rounds to `gap` in delta (see `spec.SparsityScaling`)."""
+  mine = [p for p in points if p.algorithm == algorithm]
+  seeds = sorted({p.seed for p in mine})
+  by_percent = collections.defaultdict(dict)
+  for p in mine:
+    by_percent[p.keep_percent][p.seed] = p
+  sparse = [r for r in sorted(by_percent, reverse=True)
+            if len(by_percent[r]) == len(seeds) and
+            max(p.density for p in by_percent[r].values()) <= sparse_at_most]
+  usable = [r for r in sparse if all(p.rounds_to.get(gap) for p in by_percent[r].values())]
+  censored = tuple(r for r in sparse if r not in usable)
+  slopes = [fit_slope([by_percent[r][s].density for r in usable],
+                      [by_percent[r][s].rounds_to[gap] for r in usable]) for s in seeds]
+  if len(usable) < 2 or not slopes or None in slopes:
+    return Exponent(None, None, len(seeds), tuple(usable), censored)
+  half = (_T95.get(len(slopes) - 1, 1.96) * statistics.stdev(slopes) / math.sqrt(len(slopes))
+          if len(slopes) > 1 else None)
+  return Exponent(statistics.mean(slopes), half, len(seeds), tuple(usable), censored)
+
+
+def _tau_curves(drawing: spec.SparsityScaling, figure, results) -> dict[float, Curve]:
+  """FLARE's curve in each run that chose TAU, by TAU."""
+  curves = {}
+  for seed in results.select((figure.name,)):
+    if seed.refs[0].rsplit('/', 1)[-1].startswith(drawing.tau_runs):
+      curve = seed.curve(drawing.algorithms[0])
+      if curve is not None:
+        curves[seed.config.get('tau')] = curve
+  return curves
+
+
+def chosen_tau(drawing: spec.SparsityScaling, figure, results) -> tuple[Optional[float], dict]:
+  """`(the TAU of the study's runs, {TAU of the grid: monotone})`."""
+  taus = {seed.config.get('tau') for seed in results.select((figure.name,))
+          if not seed.refs[0].rsplit('/', 1)[-1].startswith(drawing.tau_runs)}
+  grid = {tau: is_monotone(c.loss) for tau, c in sorted(_tau_curves(drawing, figure,
+                                                                   results).items())}
+  return (taus.pop() if len(taus) == 1 else None), grid
 
 
 def _draw_scaling(drawing: spec.SparsityScaling, figure, results, folder) -> str:
-  points = scaling_points(drawing, figure, results)
+  f_star = optimum(results, figure)
+  if f_star is None:
+    return (f'f* is not computed yet (`{spec.OPTIMUM_FILE}`: python -m experiments.optimum '
+            '--data_dir=DATA).\n')
+  points = scaling_points(drawing, figure, results, f_star)
   if not points:
-    return 'No run with its baseline has rounds yet.\n'
-  by = collections.defaultdict(list)
-  for p in points:
-    by[(p.algorithm, p.keep_percent)].append(p)
-  percents = sorted({p.keep_percent for p in points}, reverse=True)
-  measures = [(f'rounds to FedAvg\'s loss at round {t}', lambda p, t=t: p.rounds_to.get(t))
-              for t in drawing.target_rounds]
-  measures.append((f'excess loss over FedAvg after {drawing.final_round} rounds',
-                   lambda p: p.excess))
-  fig, axes = plt.subplots(1, len(measures), figsize=(5.3 * len(measures), 4.5), squeeze=False)
-  slopes = {}
-  for ax, (title, measure) in zip(axes[0], measures):
+    return 'No run has rounds yet.\n'
+  tau, grid = chosen_tau(drawing, figure, results)
+  fig, axes = plt.subplots(1, len(drawing.gaps) + 1, figsize=(5.0 * (len(drawing.gaps) + 1), 4.4),
+                           squeeze=False)
+  exponents = {}
+  for ax, gap in zip(axes[0], drawing.gaps):
     for algorithm in drawing.algorithms:
-      xs, ys = scaling_series(points, algorithm, measure)
-      slope = fit_slope(xs, ys)
-      slopes[(title, algorithm)] = (slope, len(xs))
-      if xs:
-        text = label(algorithm) + (f' (slope {slope:.2f})' if slope is not None else '')
-        ax.plot(xs, ys, 'o-', color=registry.color(algorithm), label=text)
+      fitted = exponents[(gap, algorithm)] = exponent(points, algorithm, gap,
+                                                      drawing.sparse_at_most)
+      by_percent = collections.defaultdict(list)
+      for p in points:
+        if p.algorithm == algorithm:
+          by_percent[p.keep_percent].append(p)
+      color = registry.color(algorithm)
+      for group in by_percent.values():
+        x = statistics.mean(p.density for p in group)
+        values = [p.rounds_to[gap] or p.last_round for p in group]
+        reached = all(p.rounds_to[gap] for p in group)
+        ax.plot([x], [statistics.mean(values)], 'o' if reached else '^', color=color,
+                markerfacecolor=color if reached else 'none')
+      text = f'{label(algorithm)}: exponent {fitted.text()}'
+      ax.plot([], [], 'o-', color=color, label=text)
     ax.set_xscale('log')
     ax.set_yscale('log')
     ax.set_xlabel('kept fraction delta (measured density, log)')
-    ax.set_title(title, fontsize=9)
+    ax.set_ylabel('rounds (open triangles: not reached, a lower bound)')
+    ax.set_title(f'rounds to f(x) - f* <= {gap:g}', fontsize=9)
     ax.grid(alpha=0.3, which='both')
-    ax.legend(fontsize=8)
-  fig.suptitle(figure.title + ' (mean over seeds)')
+    ax.legend(fontsize=7)
+  ax = axes[0][-1]
+  for t, curve in sorted(_tau_curves(drawing, figure, results).items()):
+    ax.plot(curve.round, [max(v - f_star, 1e-6) for v in curve.loss],
+            label=f'TAU {t:g}: {"monotone" if grid[t] else "not monotone"}'
+            + (' (chosen)' if t == tau else ''), linewidth=2.5 if t == tau else 1.2)
+  ax.set_yscale('log')
+  ax.set_xlabel('round')
+  ax.set_title('choosing TAU: FLARE, one R, seed 0: f(x) - f*', fontsize=9)
+  ax.grid(alpha=0.3, which='both')
+  ax.legend(fontsize=7)
+  fig.suptitle(figure.title)
   fig.tight_layout()
   files.write_figure(fig, folder / 'scaling.png', 100)
   plt.close(fig)
-  lines = ['| R (%) | algorithm | density | ' + ' | '.join(t for t, _ in measures) + ' |',
-           '|---:|---|---:|' + '---:|' * len(measures)]
-  for percent in percents:
+  lines = ['| R (%) | algorithm | delta | ' + ' | '.join(
+      f'rounds to f - f* <= {g:g}' for g in drawing.gaps) + ' |',
+           '|---:|---|---:|' + '---:|' * len(drawing.gaps)]
+  for percent in sorted({p.keep_percent for p in points}, reverse=True):
     for algorithm in drawing.algorithms:
-      group = by.get((algorithm, percent), [])
+      group = [p for p in points if p.algorithm == algorithm and p.keep_percent == percent]
       if not group:
         continue
       cells = []
-      for _, measure in measures:
-        values = [measure(p) for p in group]
-        if any(v is None for v in values):
-          missed = sum(v is None for v in values)
-          cells.append(f'not reached in {missed} of {len(values)} (by round '
-                       f'{min(p.last_round for p in group)})')
-        else:
-          cells.append(_cell(values))
+      for gap in drawing.gaps:
+        missed = [p for p in group if p.rounds_to[gap] is None]
+        cells.append(f'> {min(p.last_round for p in missed)} (not reached in {len(missed)} of '
+                     f'{len(group)})' if missed else _cell([p.rounds_to[gap] for p in group]))
       density = statistics.mean(p.density for p in group)
       lines.append(f'| {percent} | {label(algorithm)} | {density:.3g} | ' + ' | '.join(cells)
                    + ' |')
-  lines.append('| slope of log(mean) on log(density) | | | ' + ' | '.join(
-      ', '.join(f'{label(a)} {slopes[(t, a)][0]:.2f} ({slopes[(t, a)][1]} R)'
-                if slopes[(t, a)][0] is not None else f'{label(a)} -' for a in drawing.algorithms)
-      for t, _ in measures) + ' |')
+  lines.append(f'| exponent (delta <= {drawing.sparse_at_most:g}) | | | ' + ' | '.join(
+      '; '.join(f'{label(a)} {exponents[(g, a)].text()}' for a in drawing.algorithms)
+      for g in drawing.gaps) + ' |')
   table = '\n'.join(lines) + '\n'
   files.write_file(folder / 'scaling.md', table)
-  return ('Per R: the measured density, and mean [min, max] (seeds) of each measure; the '
-          'last row fits a line to the log of the means against the log of the density, '
-          f'over the R where every seed has a value (`scaling.png`):\n\n{table}')
+  choice = ', '.join(f'{t:g} {"monotone" if m else "not monotone"}' for t, m in grid.items())
+  return (f'f* = {f_star:.6f} (`{spec.OPTIMUM_FILE}`). TAU {tau}, chosen on the grid '
+          f'({choice or "not run yet"}). Per R: delta, and the rounds to each suboptimality, '
+          'mean [min, max] (seeds), or the round a seed had not reached it by; the last row '
+          'fits log(rounds) on log(delta) per seed over the sparse R every seed reached, mean '
+          f'+- the 95 % t-interval (`scaling.png`; the bounds: FLARE -0.5, EC -1):\n\n{table}')
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,7 +31,6 @@ THRESHOLDS = {
     'NEAR_LOSS': 0.1,  # A test loss within this (nats) of another's "follows" it.
     'HALF': 0.5,  # "Collapses": below half of its accuracy at the densest R.
     'MOVE': 0.1,  # A change of the model moving an accuracy by more than this "moves" it.
-    'SLOPE': 0.2,  # Exponents of a power law this far apart scale differently (0.5 predicted).
     'SURVIVES': 0.7,  # S / S_max at or above this: the masking penalty survives averaging.
     'LITTLE': 0.2,  # S / S_max at or below this: little of it survives.
     'TRAINS': 0.5,  # Final test accuracy at or above this: the model trains well.
@@ -305,20 +304,39 @@ def worst_drop(results, baseline: spec.Select, others: Sequence[spec.Select],
   return Value(min(drops), f'{min(drops):+.3f}')
 
 
-def scaling_slopes(results, figure: str, algorithms: Sequence[str], baseline: str,
-                   target_round: int) -> Value:
-  """The slopes of log(rounds to the baseline's loss after `target_round` rounds) on
-  log(kept fraction) of two algorithms (`charts.scaling_points`); the number is the first's
-  minus the second's (positive: the first pays less for sparsity)."""
-  drawing = spec.SparsityScaling(algorithms=tuple(algorithms), baseline=baseline,
-                                 target_rounds=(target_round,), final_round=target_round)
-  points = charts.scaling_points(drawing, results.figures[figure], results)
-  slopes = [charts.fit_slope(*charts.scaling_series(
-      points, a, lambda p: p.rounds_to.get(target_round))) for a in algorithms]
-  if None in slopes:
+def _scaling(results, figure: str):
+  drawing = next(d for d in results.figures[figure].draw if isinstance(d, spec.SparsityScaling))
+  return drawing, results.figures[figure]
+
+
+def scaling_exponents(results, figure: str, gap: float) -> Value:
+  """The exponents of rounds to within `gap` of f* in delta of the figure's two algorithms
+  (`charts.exponent`): the number is how far the first's exceeds the second's beyond their
+  intervals, `(e1 - e2) - (h1 + h2)` (positive: the first pays less for sparsity, by more
+  than the seeds' spread); None before f* and two usable R."""
+  drawing, fig = _scaling(results, figure)
+  f_star = charts.optimum(results, fig)
+  if f_star is None:
+    return Value(None, 'f* not computed')
+  points = charts.scaling_points(drawing, fig, results, f_star)
+  fitted = [charts.exponent(points, a, gap, drawing.sparse_at_most) for a in drawing.algorithms]
+  text = ', '.join(f'{charts.label(a)} {e.text()}' for a, e in zip(drawing.algorithms, fitted))
+  if any(e.mean is None for e in fitted):
+    return Value(None, text)
+  spread = sum(e.half_width or 0.0 for e in fitted)
+  return Value(fitted[0].mean - fitted[1].mean - spread, text)
+
+
+def chosen_tau(results, figure: str) -> Value:
+  """1 when the study's TAU is the largest TAU of its grid whose loss is monotone, else 0;
+  None before the grid and the study have runs."""
+  drawing, fig = _scaling(results, figure)
+  tau, grid = charts.chosen_tau(drawing, fig, results)
+  if tau is None or not grid:
     return Value(None, '-')
-  return Value(slopes[0] - slopes[1], ', '.join(
-      f'{charts.label(a)} {s:.2f}' for a, s in zip(algorithms, slopes)))
+  monotone = [t for t, m in grid.items() if m]
+  choice = ', '.join(f'{t:g} {"monotone" if m else "not"}' for t, m in grid.items())
+  return Value(1 if monotone and tau == max(monotone) else 0, f'TAU {tau:g} of {choice}')
 
 
 def _masking_rows(results, refs: Sequence[str], process: str) -> list[dict]:
@@ -376,7 +394,7 @@ def accuracy_falls_with_survival(results, cells: Sequence[str],
 MEASURES: dict[str, Callable[..., Value]] = {
     f.__name__: f for f in (accuracy, each, gap, ratio, spread, smallest_margin, ordering,
                             sooner, leads, curve_gap, lead_rounds, without_runs,
-                            worst_drop, scaling_slopes, survival,
+                            worst_drop, scaling_exponents, chosen_tau, survival,
                             survives_and_trains, cells, accuracy_falls_with_survival)}
 
 

@@ -32,9 +32,12 @@ from absl import flags
 
 from experiments import binary
 from experiments import manifest
+from experiments import optimum
 from experiments import report
 from experiments import schedule
+from experiments import spec
 from tff_flare.experiment import run_files
+from tff_flare.tasks import data_sources
 
 _FIGURES = flags.DEFINE_list('figures', [], 'Figures to run (default: all; --list names them).')
 _RESULTS_DIR = binary.path_flag(flags.DEFINE_string(
@@ -105,6 +108,16 @@ def main(argv):
     except KeyboardInterrupt:
       print('Interrupted; the same command resumes.', file=sys.stderr, flush=True)
       return binary.INTERRUPTED
+    for figure in selected:  # f* of a convex study, once its data is there.
+      folder = results / figure.name
+      if optimum.needs_optimum(figure) and not (folder / spec.OPTIMUM_FILE).exists():
+        print(f'{figure.name}: f* by full-batch L-BFGS ...', flush=True)
+        try:
+          found = optimum.write_optimum(figure, folder, _DATA_DIR.value)
+        except (ValueError, data_sources.DataSourceError) as e:
+          raise binary.BadInput(f'f* of {figure.name}: {binary.one_line(e)}') from e
+        print(f'{figure.name}: f* = {found["f_star"]:.6f} ({found["iterations"]} iterations, '
+              f'{found["seconds"]} s)', flush=True)
   path = report.write(manifest.FIGURES, manifest.CLAIMS, results)
   print(f'The results page: {path}')
   return status

@@ -135,15 +135,29 @@ class MaskingTable:
 
 @dataclasses.dataclass(frozen=True)
 class SparsityScaling:
-  """A convex model's gap against the kept fraction (the measured density), log-log, with
-  fitted slopes (`scaling.png`, `scaling.md`): the rounds each algorithm takes to reach the
-  loss the dense baseline reaches after each of `target_rounds`, and the excess loss over the
-  baseline after `final_round`, per seed."""
+  """A convex model's rounds to a suboptimality against the kept fraction delta, log-log,
+  with the exponents fitted per seed (`scaling.png`, `scaling.md`).
+
+  Per run (`'R<R>_seed<s>'`) and algorithm: delta is the density its clients sent (mean
+  over rounds); for each of `gaps`, the first evaluated round whose loss on the training
+  objective is within `gap` of f* (`OPTIMUM_FILE` in the figure's folder,
+  `experiments/optimum.py`); a run that has not reached it by its last round is censored
+  there (a lower bound, drawn as such). Per seed a line is fitted to log(rounds) on
+  log(delta) over the R whose delta is at most `sparse_at_most` and which every seed
+  reached; an exponent is the mean over seeds with a 95 % t-interval. The runs named
+  `tau_runs` + TAU chose FLARE's TAU: their losses are drawn beside, each marked monotone or
+  not (`MONOTONE_SLACK`)."""
 
   algorithms: tuple[str, ...]
-  baseline: str
-  target_rounds: tuple[int, ...]
-  final_round: int
+  gaps: tuple[float, ...]
+  sparse_at_most: float
+  tau_runs: str = 'tau'
+
+
+OPTIMUM_FILE = 'optimum.json'
+# A loss curve is monotone when no evaluation exceeds the lowest before it by more than this
+# fraction of it (the server model's full-batch loss after local minibatch steps).
+MONOTONE_SLACK = 0.01
 
 
 Drawing = Union[SeedCurves, AgainstParameter, MaskingTable, SparsityScaling]

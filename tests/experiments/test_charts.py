@@ -62,6 +62,31 @@ class SeedTableTest(tf.test.TestCase):
     self.assertAlmostEqual(charts.fit_slope(xs, [3 * x ** -1 for x in xs]), -1.0)
     self.assertIsNone(charts.fit_slope([1e-1], [2.0]))
 
+  def test_an_exponent_over_seeds_leaves_out_dense_and_censored_r(self):
+    def point(percent, seed, rounds, density=None):
+      return charts.ScalingPoint(percent, seed, 'ec', density or percent / 100,
+                                 {0.1: rounds}, 300)
+    # rounds = 2 / delta in seed 0 and 3 / delta in seed 1 (exponent -1 in both), but the
+    # dense R = 10 (delta 0.1, off the line) and R = 0.01 (not reached by seed 1) are out.
+    points = [point(10, s, 5) for s in (0, 1)]
+    for percent in (1, 0.3, 0.1):
+      points += [point(percent, 0, 2 / (percent / 100)), point(percent, 1, 3 / (percent / 100))]
+    points += [point(0.01, 0, 250), point(0.01, 1, None)]
+    fitted = charts.exponent(points, 'ec', 0.1, sparse_at_most=0.011)
+    self.assertAlmostEqual(fitted.mean, -1.0)
+    self.assertAlmostEqual(fitted.half_width, 0.0)
+    self.assertEqual((fitted.percents, fitted.censored), ((1, 0.3, 0.1), (0.01,)))
+    self.assertIn('-1.00 +- 0.00 (2 seeds, 3 R; 1 R censored)', fitted.text())
+    # Seeds that disagree widen the interval: a 95 % t-interval of two slopes.
+    points[-3] = point(0.1, 1, 3 / (0.1 / 100) * 2)  # Seed 1 at R = 0.1 takes twice as long.
+    spread = charts.exponent(points, 'ec', 0.1, sparse_at_most=0.011)
+    self.assertGreater(spread.half_width, 0.5)
+    self.assertIsNone(charts.exponent(points[:2], 'ec', 0.1, 0.011).mean)
+
+  def test_monotone_within_the_slack(self):
+    self.assertTrue(charts.is_monotone([2.0, 1.0, 1.005, 0.9]))
+    self.assertFalse(charts.is_monotone([2.0, 1.0, 1.02, 0.9]))
+
 
 class DrawTest(tf.test.TestCase):
 
