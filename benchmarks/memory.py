@@ -27,6 +27,9 @@ import tempfile
 from absl import flags
 
 from experiments import binary
+from tff_flare.algorithms import registry
+from tff_flare.experiment import config
+from tff_flare.tasks import registry as tasks
 
 _TASKS = flags.DEFINE_list('tasks', ['mnist_fc'], 'Tasks (models) to measure.')
 _ALGORITHMS = flags.DEFINE_list('algorithms', ['flare', 'ec', 'ef21_dense', 'fedavg'],
@@ -37,6 +40,9 @@ _THREADS = flags.DEFINE_integer('client_threads', 2, 'Client threads of each run
                                 lower_bound=1)
 _DATA_DIR = flags.DEFINE_string('data_dir', 'data', 'The data directory (--data_dir of runs).')
 _SOURCE = flags.DEFINE_string('source', 'npz', 'The data source of the image tasks.')
+binary.each_one_of(_TASKS, tasks.TASK_NAMES, ', '.join(tasks.TASK_NAMES))
+binary.each_one_of(_ALGORITHMS, registry.NAMES, ', '.join(registry.NAMES))
+binary.each_one_of(_STORAGES, config.CLIENT_STATE_STORAGES, ', '.join(config.CLIENT_STATE_STORAGES))
 _NUM_CLIENTS = flags.DEFINE_integer(
     'num_clients', None, 'Clients of each run (default: the task\'s; the offline Shakespeare '
     'play has 2 roles with enough lines).', lower_bound=1)

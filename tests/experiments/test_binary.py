@@ -31,7 +31,7 @@ BENCHMARK_BAD_FLAGS = dict(
     central_mnist='--batch_size=0', checkpoint_garbage='--saves=0',
     checkpoint_memory='--layouts=files,zip', client_state_memory='--storages=tape',
     floor='--algorithms=flare,nosuch', gpu_check='--modes=remote', input_pipeline='--nosuch=1',
-    memory='--rounds=0', round_time='--modes=local,workers=0:files')
+    memory='--tasks=mnist_fcc', round_time='--modes=local,workers=0:files')
 
 
 def _start(module: str, *args: str, quiet: bool = True,
