@@ -511,20 +511,13 @@ def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: 
   _check_instances('hooks', hooks, loop.Hook, 'tff_flare.Hook')
   _check_instances('release_managers', release_managers, tff.program.ReleaseManager,
                    'tff.program.ReleaseManager')
-  extra = _Extra(hooks=list(hooks), release_managers=list(release_managers))
+  added = dict(hooks=list(hooks), release_managers=list(release_managers))
   if output_dir is None:
     return _simulate_checked(processes, client_ids, datasets, dataset_of, run, test_data, log,
-                             extra)
+                             **added)
   with _removed_if_refused(output_dir):
     return _simulate_checked(processes, client_ids, datasets, dataset_of, run, test_data, log,
-                             extra)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Extra:
-  """What a `simulate` caller adds to a run: its hooks and release managers."""
-  hooks: list = dataclasses.field(default_factory=list)
-  release_managers: list = dataclasses.field(default_factory=list)
+                             **added)
 
 
 def _check_instances(name: str, values, kind: type, kind_name: str) -> None:
@@ -538,7 +531,7 @@ def _check_instances(name: str, values, kind: type, kind_name: str) -> None:
 
 
 def _simulate_checked(processes, client_ids, datasets, dataset_of, run, test_data,
-                      log, extra: '_Extra') -> SimulationResult:
+                      log, *, hooks: list, release_managers: list) -> SimulationResult:
   """`simulate` after its inputs are checked: the directory, the facts it records, the run."""
   output_dir = run.output_dir
   model_fn = next(iter(processes.values())).model_fn
@@ -560,7 +553,7 @@ def _simulate_checked(processes, client_ids, datasets, dataset_of, run, test_dat
           'cannot check that it is on the same data.')
     with cleanup.noting_interrupts() as interrupted:
       return _run_processes(dict(processes), datasets, client_ids, evaluate, run, facts, log,
-                            interrupted, extra)
+                            interrupted, hooks=hooks, release_managers=release_managers)
 
 
 # A process's name is a folder (client_states/<name>) and a column prefix (<name>/<metric>).
@@ -633,14 +626,16 @@ def _check_memory(processes: dict, first_dataset: tf.data.Dataset, population: i
 
 def _run_processes(processes: dict, client_datasets, client_ids: list[str], evaluate,
                    settings: config_lib.RunSettings, facts: dict, log,
-                   interrupted: Optional[threading.Event] = None,
-                   extra: Optional[_Extra] = None) -> SimulationResult:
+                   interrupted: Optional[threading.Event] = None, *,
+                   hooks: Sequence[loop.Hook] = (),
+                   release_managers: Sequence[tff.program.ReleaseManager] = ()
+                   ) -> SimulationResult:
   """The one run of processes: checks the directory, records the settings (`facts` beside
-  them), runs the loop with its hooks (`extra`'s after the run's own), writes the summary
+  them), runs the loop with its own hooks, then the caller's `hooks`, and the caller's
+  `release_managers`, writes the summary
   (returned with the runs' final models and states); stops between rounds once `interrupted`
   is set (`cleanup.noting_interrupts`). Without `settings.output_dir` nothing is read or
   written: no record, checkpoint, metrics file or summary file."""
-  extra = extra or _Extra()
   output = pathlib.Path(settings.output_dir) if settings.output_dir is not None else None
   checkpoint_rounds = []
   if output is not None:
@@ -695,31 +690,31 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
                                             settings.client_sampling)
     collected = hooks_lib.CollectRows()
     last_checkpoint = lambda: ((checkpoints.versions() if checkpoints else None) or [None])[-1]
-    hooks = [hooks_lib.StopOnInterrupt(interrupted, last_checkpoint)] if interrupted else []
-    hooks += [hooks_lib.Evaluation(evaluate, settings.eval_every)] if evaluate else []
+    run_hooks = [hooks_lib.StopOnInterrupt(interrupted, last_checkpoint)] if interrupted else []
+    run_hooks += [hooks_lib.Evaluation(evaluate, settings.eval_every)] if evaluate else []
     if any(run.process.uses_test_loss for run in runs):  # EC-FFL, reusing the evaluation.
       if evaluate is None:
         raise config_lib.ConfigError(', '.join(r.name for r in runs if r.process.uses_test_loss)
                                      + ' adapt(s) to the test loss: give test_data.')
-      hooks.append(hooks_lib.TestLossFeedback(evaluate))
-    managers, final_managers = list(extra.release_managers), list(extra.release_managers)
+      run_hooks.append(hooks_lib.TestLossFeedback(evaluate))
+    managers, final_managers = list(release_managers), list(release_managers)
     if output is not None:
       csv = tff.program.CSVFileReleaseManager(output / run_files.METRICS, key_fieldname='round')
       managers += [csv, tff.program.TensorBoardReleaseManager(output / 'tensorboard')]
       final_managers.append(csv)
-    hooks += [hooks_lib.ReleaseRows(managers, final_managers=final_managers)] if managers else []
+    run_hooks += [hooks_lib.ReleaseRows(managers, final_managers=final_managers)] if managers else []
     if not settings.allow_nonfinite_rounds:
-      hooks.append(hooks_lib.StopOnNonFiniteRound(last_checkpoint))
-    hooks += extra.hooks
+      run_hooks.append(hooks_lib.StopOnNonFiniteRound(last_checkpoint))
+    run_hooks += hooks
     if checkpoints is not None:
-      hooks.append(hooks_lib.CheckpointEvery(checkpoints, settings.checkpoint_every,
+      run_hooks.append(hooks_lib.CheckpointEvery(checkpoints, settings.checkpoint_every,
                                              settings.rounds))
     progress = hooks_lib.LogProgress(log, start_round, settings.rounds, peak.peak_bytes)
-    hooks += [progress, collected]
+    run_hooks += [progress, collected]
     started = time.perf_counter()
     try:
       loop.run_rounds(runs, client_datasets, sampler, start_round=start_round,
-                      end_round=settings.rounds, hooks=hooks, execution_stats=execution.stats)
+                      end_round=settings.rounds, hooks=run_hooks, execution_stats=execution.stats)
     except (tf.errors.InvalidArgumentError, grpc.RpcError) as e:  # Labels past the classes.
       said = what_tf_says(e)
       if said is None:
