@@ -24,7 +24,7 @@ HEADER = '''# Bazel targets of tff_flare: a py_library per module, a py_binary p
 # test file. tests/test_build_file.py keeps this file in sync with the tree and the imports;
 # regenerate it with `python -m tools.gen_build > BUILD`.
 # Third-party packages (tensorflow, tensorflow_federated, ...) come from the Python
-# environment that runs Bazel (see README, "Bazel").
+# environment that runs Bazel (see README, "Layout", and the Makefile's bazel-test).
 
 package(default_visibility = ["//visibility:public"])
 '''
