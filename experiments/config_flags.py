@@ -22,6 +22,7 @@ from typing import Any, Optional
 from absl import flags
 
 from tff_flare.algorithms import hyperparameters
+from tff_flare.algorithms import registry
 from tff_flare.experiment import config as config_lib
 
 # Fields whose flag is made by the binary itself (required, or not a flag at all).
@@ -90,3 +91,24 @@ def values(holders: dict[str, flags.FlagHolder], *, only_present: bool = False,
   """The flags' values as configuration fields (only those given, with `only_present`)."""
   return {name: _value(name, holder) for name, holder in holders.items()
           if not only_present or flag_values[holder.name].present}
+
+
+def check_knobs_taken(holders: dict[str, flags.FlagHolder], algorithms: Sequence[str], *,
+                      flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Refuses a knob given on the command line that none of the run's algorithms takes (it
+  would change nothing: `--topk_rule=global` with EC-FFL alone, say).
+
+  Raises:
+    config_lib.ConfigError: naming the knobs and the algorithms that take them.
+  """
+  given = [name for name, holder in holders.items()
+           if name in registry.KNOB_NAMES and flag_values[holder.name].present]
+  unused = sorted(set(given) - config_lib.knobs_used(algorithms))
+  if unused:
+    takers = {name: [a for a in registry.NAMES if name in registry.knobs_of([a])]
+              for name in unused}
+    raise config_lib.ConfigError(
+        f'{", ".join("--" + n for n in unused)} given, but no algorithm of this run '
+        f'({", ".join(algorithms)}) takes it: ' + '; '.join(
+            f'{n} is a knob of {", ".join(t)}' for n, t in takers.items()) + '.')
+

@@ -59,6 +59,7 @@ def run(config_fn, summary_lines: bool = True) -> int:
   cleanup.install_process_cleanup(
       'Interrupted; start the same command again to resume from the last checkpoint.')
   config = config_fn()
+  config_flags.check_knobs_taken(_FIELDS, config.algorithms)
   if _PRESET.value:
     print(f'Preset {_PRESET.value}: {", ".join(config.algorithms)} on {config.task} '
           '(--algorithms chooses others).', flush=True)

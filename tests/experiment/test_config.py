@@ -137,6 +137,13 @@ class CompareForResumeTest(tf.test.TestCase):
     old = {k: v for k, v in recorded.items() if k not in ('model_seed', 'double_softmax')}
     self.assertEqual(config_lib.compare_for_resume(old, _config('out', task='mnist_cnn')), {})
 
+  def test_local_epochs_are_results_changing_for_every_algorithm(self):
+    # E repeats every client's data whatever trains, though only EC-FFL declares the knob.
+    recorded = config_lib.as_dict(_config('out', algorithms=('flare', 'fedavg')))
+    with self.assertRaisesRegex(config_lib.ConfigError, 'local_epochs: 1 then, 3 now'):
+      config_lib.compare_for_resume(recorded, _config('out', algorithms=('flare', 'fedavg'),
+                                                      local_epochs=3))
+
   def test_the_topk_rule_is_results_changing_and_defaults_to_the_authors(self):
     recorded = config_lib.as_dict(_config('out'))
     with self.assertRaisesRegex(config_lib.ConfigError, "topk_rule: 'authors' then, 'global' now"):

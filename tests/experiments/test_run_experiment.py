@@ -80,6 +80,17 @@ class MemoryTest(tf.test.TestCase):
                      r'0\.2 GiB it may use; it would not finish\. What fits: ')
     self.assertFalse(os.path.exists(os.path.join(output, 'config.json')))
 
+  def test_a_knob_no_algorithm_of_the_run_takes_is_refused(self):
+    output = os.path.join(self.get_temp_dir(), 'unused_knob')
+    result = _run(['--output_dir=' + output, '--algorithms=ec_ffl,fedavg', '--topk_rule=global',
+                   '--rounds=1'])
+    self.assertEqual(result.returncode, 2, result.stderr[-3000:])
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    self.assertEqual(lines, ['error: --topk_rule given, but no algorithm of this run (ec_ffl, '
+                             'fedavg) takes it: topk_rule is a knob of flare, ec, ec_fedprox, '
+                             'ef21, ef21_dense.'])
+    self.assertFalse(os.path.exists(os.path.join(output, 'config.json')))
+
   def test_the_run_records_its_estimated_and_measured_peak(self):
     output = os.path.join(self.get_temp_dir(), 'recorded')
     result = _run(_FLAGS + [f'--output_dir={output}', '--rounds=2'])

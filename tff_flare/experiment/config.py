@@ -41,6 +41,16 @@ RESUMABLE_FIELDS = ('output_dir', 'rounds', 'eval_every', 'checkpoint_every', 'e
                     'memory_budget_gib')
 
 
+# Knobs the runner itself reads for every run, whatever trains: E repeats every client's data
+# (`runner.build_task`), though only EC-FFL declares it among its parameters.
+EVERY_RUN_KNOBS = ('local_epochs',)
+
+
+def knobs_used(algorithm_names) -> set[str]:
+  """The knobs a run of these algorithms reads: theirs, and `EVERY_RUN_KNOBS`."""
+  return algorithms.knobs_of(algorithm_names) | set(EVERY_RUN_KNOBS)
+
+
 class ConfigError(ValueError):
   """A configuration that cannot run, or that does not match the run it would resume."""
 
@@ -389,7 +399,7 @@ def compare_for_resume(recorded: dict[str, Any], config: RunSettings) -> dict[st
       then[field] = recorded[earlier]
   changed = {name: [then[name], value] for name, value in now.items() if then[name] != value}
   if 'algorithms' not in changed and 'algorithms' in now:  # A knob none of them takes.
-    unused = set(algorithms.KNOB_NAMES) - algorithms.knobs_of(now['algorithms'])
+    unused = set(algorithms.KNOB_NAMES) - knobs_used(now['algorithms'])
     changed = {name: values for name, values in changed.items() if name not in unused}
   storage = changed.get('client_state_storage')
   if storage and storage[0] in ('disk', 'files'):
