@@ -256,7 +256,7 @@ class TracingTest(tf.test.TestCase):
       self.assertNotEmpty(client_work, msg=name)
       for run in client_work:
         self.assertEqual(run.experimental_get_tracing_count(), 1, msg=name)
-      self.assertEqual(local._server_step.experimental_get_tracing_count(), 1, msg=name)  # pylint: disable=protected-access
+      self.assertEqual(local._update_server.experimental_get_tracing_count(), 1, msg=name)  # pylint: disable=protected-access
       self.assertEqual(local._round_params.experimental_get_tracing_count(), 1, msg=name)  # pylint: disable=protected-access
       local.close()
 

@@ -7,14 +7,15 @@ per-client state as in TFF's stateful-clients example (`process`: the interface)
   1. the server's `round_params` and model go to the clients (TFF's broadcast process);
   2. every client runs `client_work` (training, compression, the non-finite policy);
   3. the clients' outputs are summed (`tff.federated_sum`) and the server's round is one
-     computation over `RoundFunctions.server_round` (aggregation, server optimizer, schedule,
-     metrics), the same functions the in-process executor runs in this process.
+     computation over `RoundFunctions.update_server_with_metrics` (aggregation, server
+     optimizer, schedule, metrics), the same functions the in-process executor runs here.
 
 A TFF aggregation factory (`tff.aggregators`: a `MeanFactory`, clipping, differential
 privacy, secure summation, ...) can take the place of the weighted mean
 (`model_aggregator=`): its `AggregationProcess` then turns the clients' messages into the
 update, its state is the server state's `aggregator` part and its measurements the round's
-`metrics['aggregator']` (beside `communication`); the rest of the server's round is `RoundFunctions.finish_round`.
+`metrics['aggregator']` (beside `communication`); the rest of the server's round is
+`RoundFunctions.apply_and_advance`.
 Such a process runs on TFF's runtime only (the factory's computations are TFF's).
 
 The server state is a `tff.learning.templates.LearningAlgorithmState` whose `client_work`
@@ -129,10 +130,10 @@ def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
   summable_type = client_work.type_signature.result['summable']
   distributor = tff.learning.templates.build_broadcast_process(model_weights_type)
   if model_aggregator is None:
-    initialize_fn, server_phase_body = _server_round(functions, initial_server_state,
+    initialize_fn, server_phase_body = _server_phase(functions, initial_server_state,
                                                      summable_type)
   else:
-    initialize_fn, server_phase_body = _server_round_with_factory(
+    initialize_fn, server_phase_body = _server_phase_with_factory(
         functions, initial_server_state, summable_type, model_aggregator)
   state_type = initialize_fn.type_signature.result
 
@@ -265,28 +266,28 @@ def _next_with_state_files(model_fn: ModelFn, functions: round_functions_lib.Rou
   return next_with_state_files
 
 
-def _server_round(functions: round_functions_lib.RoundFunctions, initial_server_state,
+def _server_phase(functions: round_functions_lib.RoundFunctions, initial_server_state,
                   summable_type):
   """`(initialize_fn, server_phase_body)`: the server's round as one computation over
-  `RoundFunctions.server_round`, on the clients' summed outputs."""
+  `RoundFunctions.update_server_with_metrics`, on the clients' summed outputs."""
   state_type = initial_server_state.type_signature.result
 
   @tff.tensorflow.computation(state_type, summable_type)
-  def server_round(state, summed):
-    return functions.server_round(state, summed)
+  def update_server(state, summed):
+    return functions.update_server_with_metrics(state, summed)
 
   @tff.federated_computation
   def initialize_fn():
     return tff.federated_eval(initial_server_state, tff.SERVER)
 
   def server_phase_body(state, summable):
-    output = tff.federated_map(server_round, (state, tff.federated_sum(summable)))
+    output = tff.federated_map(update_server, (state, tff.federated_sum(summable)))
     return output[0], output[1]
 
   return initialize_fn, server_phase_body
 
 
-def _server_round_with_factory(functions: round_functions_lib.RoundFunctions,
+def _server_phase_with_factory(functions: round_functions_lib.RoundFunctions,
                                initial_server_state, summable_type,
                                model_aggregator: AggregationFactory):
   """`(initialize_fn, server_phase_body)` with `model_aggregator`'s process in place of the
@@ -322,8 +323,8 @@ def _server_round_with_factory(functions: round_functions_lib.RoundFunctions,
 
   @tff.tensorflow.computation(state_type, aggregator_state_type, message_type, sums_type,
                               measurements_type)
-  def finish_round(state, aggregator_state, update, sums, aggregator_measurements):
-    new_state, measurements = functions.finish_round(state, aggregator_state, update)
+  def apply_update_and_report(state, aggregator_state, update, sums, aggregator_measurements):
+    new_state, measurements = functions.apply_and_advance(state, aggregator_state, update)
     metrics = functions.round_metrics(state.client_work, sums, measurements)
     metrics['aggregator'].update(aggregator_measurements)
     return new_state, metrics
@@ -333,8 +334,8 @@ def _server_round_with_factory(functions: round_functions_lib.RoundFunctions,
     sums = tff.federated_sum(collections.OrderedDict(
         (name, summable[name]) for name in ('weight', 'counters', 'statistics',
                                             'model_metrics')))
-    output = tff.federated_map(finish_round, (state, aggregated.state, aggregated.result, sums,
-                                              aggregated.measurements))
+    output = tff.federated_map(apply_update_and_report, (
+        state, aggregated.state, aggregated.result, sums, aggregated.measurements))
     return output[0], output[1]
 
   return initialize_fn, server_phase_body

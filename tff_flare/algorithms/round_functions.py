@@ -23,8 +23,9 @@ The round's metrics are namespaced per component, as in TFF's composed processes
 `aggregator` (`communication`: what the clients sent; an algorithm's server statistics, e.g.
 update masking's `survival`; a TFF aggregation factory's measurements) and `finalizer`.
 
-Bytes on the wire (`metrics['aggregator']['communication']['bytes_sent_total']`): per client, a float32
-value and an int32 index per nonzero entry, or the dense float32 tensor when that is smaller.
+Bytes on the wire (`metrics['aggregator']['communication']['bytes_sent_total']`): per client,
+a float32 value and an int32 index per nonzero entry, or the dense float32 tensor when that is
+smaller.
 """
 
 import collections
@@ -82,28 +83,28 @@ class RoundFunctions:
   round_metrics: Callable[..., Any]
   record_test_loss: Optional[Callable[[Any, Any], Any]]
 
-  def server_step(self, state, summed):
+  def update_server(self, state, summed):
     """`(state, summed client outputs) -> (new state, finalizer measurements)`.
 
     The server's round but its metrics (`round_metrics`, which builds Keras metric objects
     and so cannot run inside a `tf.function` traced more than once). Every execution mode
-    runs the server this way (`server_round` adds the metrics): the TFF process as one
+    runs the server this way (`update_server_with_metrics` adds the metrics): the TFF process as one
     computation, the in-process executor as one `tf.function`.
     """
     aggregator_state, update = self.aggregate(state.aggregator, summed['weighted_message'],
                                               summed['weight'])
-    return self.finish_round(state, aggregator_state, update)
+    return self.apply_and_advance(state, aggregator_state, update)
 
-  def server_round(self, state, summed):
-    """`(state, summed client outputs) -> (new state, metrics)`: `server_step`, then
+  def update_server_with_metrics(self, state, summed):
+    """`(state, summed client outputs) -> (new state, metrics)`: `update_server`, then
     `round_metrics` (traced once: inside one TFF computation, or run eagerly)."""
-    new_state, measurements = self.server_step(state, summed)
+    new_state, measurements = self.update_server(state, summed)
     return new_state, self.round_metrics(state.client_work, summed, measurements)
 
-  def finish_round(self, state, aggregator_state, update):
+  def apply_and_advance(self, state, aggregator_state, update):
     """`(state, new aggregator state, update) -> (new state, finalizer measurements)`: the
     server optimizer's step on `update` and the schedule's advance (the part of
-    `server_step` after the aggregation; after a TFF aggregation factory's, on its own)."""
+    `update_server` after the aggregation; after a TFF aggregation factory's, on its own)."""
     optimizer_state, trainable, measurements = self.apply_update(
         state.finalizer, state.global_model_weights.trainable, update)
     new_state = tff.learning.templates.LearningAlgorithmState(

@@ -244,7 +244,7 @@ class InProcessProcess:
     functions = self._functions
     # `_traced` gives each process its own functions (each traced once), which TF does not
     # take for retracing of one function.
-    self._server_step = _traced(functions.server_step)
+    self._update_server = _traced(functions.update_server)
     self._round_params = _traced(functions.round_params)
     self._record = None
     if functions.record_test_loss is not None:
@@ -334,7 +334,7 @@ class InProcessProcess:
       while waiting:
         done, future = waiting.popleft()
         take(done, future.result())
-    new_state, measurements = self._server_step(state, summed.total)
+    new_state, measurements = self._update_server(state, summed.total)
     metrics = self._functions.round_metrics(state.client_work, summed.total, measurements)
     # The server and client states stay tensors: copying 145 MB of FC weights out to numpy
     # and back in would cost more than the round's arithmetic on them (`np.asarray` reads a
