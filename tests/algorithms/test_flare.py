@@ -69,18 +69,19 @@ def _run_rounds(process, datasets, num_rounds):
   return weights, client_states
 
 
-class FlareOverEpochsHandComputationTest(tf.test.TestCase):
+class FlareOverEpochsHandComputationTest(tf.test.TestCase, parameterized.TestCase):
 
-  def test_matches_hand_computation_over_epochs_with_clients_sitting_out(self):
+  @parameterized.parameters('authors', 'global')
+  def test_matches_hand_computation_over_epochs_with_clients_sitting_out(self, topk_rule):
     # E = 2 epochs of 2 batches (4 steps), p = 3 pulled steps, then the switch; momentum;
     # four rounds on the softmax model, each client sitting out one round.
     process = flare.build_flare(
         tiny_models.softmax_model_fn(), keep_percent=20.0,
         client_optimizer=tff.learning.optimizers.build_sgdm(0.5, momentum=0.9), tau=0.5,
-        tau_decay=1.5, reg_steps=3)
+        tau_decay=1.5, reg_steps=3, topk_rule=topk_rule)
     (weights, states, _), (expected, expected_states, _) = tiny_models.hand_computation(
         process, 'flare', epochs=2, learning_rate=0.5, momentum=0.9, keep_percent=20.0,
-        tau=0.5, tau_decay=1.5, reg_steps=3)
+        tau=0.5, tau_decay=1.5, reg_steps=3, topk_rule=topk_rule)
     for ours, theirs in zip(weights, expected):
       self.assertAllClose(ours, theirs, rtol=1e-5, atol=1e-6)
     for i in range(3):
