@@ -516,6 +516,27 @@ class SimulateResumeTest(tf.test.TestCase):
         self._simulate(output, processes, client_data, 2, test_seed=test_seed)
     self.assertEqual(checkpoints_rounds(output), [1])
 
+  def test_a_run_recorded_with_the_retired_rule_argument_resumes(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'retired'
+    data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
+    self._simulate(output, {'flare': self._process()}, data, 1)
+    path = output / 'config.json'
+    recorded = json.loads(path.read_text())
+    arguments = recorded['processes']['flare']['arguments']
+    self.assertEqual(arguments.pop('topk_rule'), 'authors')
+    arguments['rule'] = 'TopKRule.AUTHORS'  # As builders recorded it before the knob.
+    path.write_text(json.dumps(recorded))
+    self._simulate(output, {'flare': self._process()}, data, 2)
+    self.assertEqual(checkpoints_rounds(output)[-1], 2)
+    arguments = json.loads(path.read_text())['processes']['flare']['arguments']
+    arguments.pop('topk_rule', None)
+    arguments['rule'] = 'TopKRule.EXACT'
+    recorded = json.loads(path.read_text())
+    recorded['processes']['flare']['arguments'] = arguments
+    path.write_text(json.dumps(recorded))
+    with self.assertRaisesRegex(config_lib.ConfigError, "topk_rule: 'exact' then, 'authors' now"):
+      self._simulate(output, {'flare': self._process()}, data, 3)
+
   def test_a_binarys_run_is_not_resumed_by_simulate(self):
     output = pathlib.Path(self.get_temp_dir()) / 'binary'
     _run(_config(output, algorithms=('flare',), rounds=1))

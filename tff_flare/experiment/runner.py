@@ -252,6 +252,24 @@ def _differences(then: dict, now: dict) -> list[str]:
           if then.get(k) != now.get(k)]
 
 
+# Builder arguments recorded under a name since retired: {old name: (new name, {old value:
+# new value})}. The top-k rule became the `topk_rule` knob, recorded by its value.
+RETIRED_ARGUMENTS = {'rule': ('topk_rule', {f'TopKRule.{n}': n.lower()
+                                            for n in ('AUTHORS', 'EXACT', 'GLOBAL')})}
+
+
+def _current_arguments(build: Optional[dict]) -> Optional[dict]:
+  """A recorded build with its retired argument names and values as they are now."""
+  if not build or not any(k in build.get('arguments', {}) for k in RETIRED_ARGUMENTS):
+    return build
+  arguments = dict(build['arguments'])
+  for old, (new, values) in RETIRED_ARGUMENTS.items():
+    if old in arguments and new not in arguments:
+      value = arguments.pop(old)
+      arguments[new] = values.get(value, value)
+  return dict(build, arguments=arguments)
+
+
 def _check_facts(output_dir: str, record: dict, facts: dict) -> None:
   """Refuses a resume whose processes, clients or data differ from the recorded ones, naming
   what changed (a fact the record lacks, from a run made before it was recorded, passes)."""
@@ -267,7 +285,7 @@ def _check_facts(output_dir: str, record: dict, facts: dict) -> None:
     refuse(f'of {record.get("algorithms")}; these processes are {facts["algorithms"]}')
   recorded = record.get('processes') or {}
   for name, build in (facts.get('processes') or {}).items():
-    then = recorded.get(name)
+    then = _current_arguments(recorded.get(name))
     if then is None or build is None or then == build:
       continue
     if then.get('builder') != build.get('builder'):
