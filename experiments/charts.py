@@ -454,9 +454,12 @@ def optimum(results, figure) -> Optional[float]:
   if not path.exists():
     return None
   try:
-    return float(json.loads(path.read_text())['f_star'])
+    f_star = float(json.loads(path.read_text())['f_star'])
   except (OSError, ValueError, KeyError, TypeError) as e:
     raise run_files.RunFileError(f'{path}: no f_star ({e}).') from e
+  if not math.isfinite(f_star):  # Every gap would read as never reached: no verdict on it.
+    raise run_files.RunFileError(f'{path}: f_star is {f_star}, not a number a loss can reach.')
+  return f_star
 
 
 def is_monotone(losses: Sequence[float]) -> bool:

@@ -473,13 +473,14 @@ class SimulateResumeTest(tf.test.TestCase):
   """`simulate` records what it ran and resumes only that (issue 42's silent wrong results)."""
 
   def _process(self, keep_percent=5.0, learning_rate=0.1, builder='build_flare',
-               model_fn=tiny_models.SOFTMAX_MODEL_FN):
+               model_fn=tiny_models.SOFTMAX_MODEL_FN, topk_rule='authors'):
     import tff_flare  # pylint: disable=g-import-not-at-top
     import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
     optimizer = tff.learning.optimizers.build_sgdm(learning_rate)
     if builder == 'build_ec':
       return tff_flare.build_ec(model_fn, client_optimizer=optimizer, keep_percent=keep_percent)
-    return tff_flare.build_flare(model_fn, client_optimizer=optimizer, keep_percent=keep_percent)
+    return tff_flare.build_flare(model_fn, client_optimizer=optimizer, keep_percent=keep_percent,
+                                 topk_rule=topk_rule)
 
   def _simulate(self, output, processes, data, rounds, test_seed=9, log=None, **settings):
     lines = []
@@ -536,6 +537,17 @@ class SimulateResumeTest(tf.test.TestCase):
     path.write_text(json.dumps(recorded))
     with self.assertRaisesRegex(config_lib.ConfigError, "topk_rule: 'exact' then, 'authors' now"):
       self._simulate(output, {'flare': self._process()}, data, 3)
+
+  def test_a_rule_given_as_enum_or_value_is_one_build(self):
+    from tff_flare.algorithms import sparsification  # pylint: disable=g-import-not-at-top
+    output = pathlib.Path(self.get_temp_dir()) / 'rule_forms'
+    data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
+    self._simulate(output, {'flare': self._process(topk_rule=sparsification.TopKRule.GLOBAL)},
+                   data, 1)
+    self._simulate(output, {'flare': self._process(topk_rule='global')}, data, 2)
+    self.assertEqual(checkpoints_rounds(output)[-1], 2)
+    with self.assertRaisesRegex(config_lib.ConfigError, "topk_rule: 'global' then, 'exact' now"):
+      self._simulate(output, {'flare': self._process(topk_rule='exact')}, data, 3)
 
   def test_a_binarys_run_is_not_resumed_by_simulate(self):
     output = pathlib.Path(self.get_temp_dir()) / 'binary'

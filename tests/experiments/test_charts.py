@@ -2,6 +2,7 @@
 
 import pathlib
 import tempfile
+import types
 
 import tensorflow as tf
 
@@ -82,6 +83,20 @@ class SeedTableTest(tf.test.TestCase):
     spread = charts.exponent(points, 'ec', 0.1, sparse_at_most=0.011)
     self.assertGreater(spread.half_width, 0.5)
     self.assertIsNone(charts.exponent(points[:2], 'ec', 0.1, 0.011).mean)
+
+  def test_an_optimum_file_without_a_finite_f_star_is_an_error(self):
+    root = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    figure = spec.Figure(name='convex', title='t', paper='Ours: t')
+    results = types.SimpleNamespace(root=root)
+    self.assertIsNone(charts.optimum(results, figure))
+    (root / 'convex').mkdir()
+    for text, message in (('{"f_star": NaN}', 'not a number a loss can reach'),
+                          ('{"loss": 0.2}', 'no f_star'), ('{', 'no f_star')):
+      (root / 'convex' / spec.OPTIMUM_FILE).write_text(text)
+      with self.assertRaisesRegex(run_files.RunFileError, message):
+        charts.optimum(results, figure)
+    (root / 'convex' / spec.OPTIMUM_FILE).write_text('{"f_star": 0.25}')
+    self.assertEqual(charts.optimum(results, figure), 0.25)
 
   def test_monotone_within_the_slack(self):
     self.assertTrue(charts.is_monotone([2.0, 1.0, 1.005, 0.9]))

@@ -39,8 +39,9 @@ from tff_flare.algorithms import hyperparameters
 from tff_flare.algorithms import selection
 
 
-class TopKRule(enum.Enum):
-  """Which entries of a tensor survive top-k sparsification."""
+class TopKRule(str, enum.Enum):
+  """Which entries of a tensor survive top-k sparsification. A `str` enum: a rule equals its
+  value (`TopKRule.GLOBAL == 'global'`), so a process built with either records the same."""
 
   AUTHORS = 'authors'
   EXACT = 'exact'
