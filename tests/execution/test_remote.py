@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import portpicker
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -27,6 +28,7 @@ from tff_flare.simulation import hooks
 from tff_flare.simulation import loop
 from tff_flare.simulation import sampling
 from tff_flare.tasks import registry as tasks
+from tests import tiny_models
 
 _TIMEOUT_S = 3.0
 
@@ -213,6 +215,25 @@ class FaultsTest(tf.test.TestCase):
     self.assertEqual(result.returncode, 3, result.stderr[-2000:])
     self.assertIn(f'TFF worker localhost:{port}: no worker answers', result.stderr)
     self.assertIn(f'python -m experiments.worker --port={port}', result.stderr)
+
+  def test_labels_the_model_has_no_class_for_are_one_line_on_a_worker(self):
+    # The same line as in this process (test_runner): here TF's error reaches the driver as
+    # TFF's gRPC error from the worker.
+    data = {f'c{i}': tiny_models.dataset_from_arrays(
+        np.ones((8, 4), np.float32), np.full((8, 1), 7, np.int32), 4) for i in range(3)}
+    with worker.LoopbackWorkers(1) as workers:
+      for execution in ('local', 'remote'):  # TFF's runtime here, and on a worker.
+        process = ec.build_ec(tiny_models.SOFTMAX_MODEL_FN, keep_percent=5.0,
+                              client_optimizer=tff.learning.optimizers.build_sgdm(0.1))
+        with self.assertRaisesRegex(config_lib.ConfigError, r'^The model cannot run on the '
+                                    r'data \(round 0\): Received a label value of 7 which is '
+                                    r'outside the valid range of \[0, 3\)\.  Label values: '
+                                    r'7 7 7 7$', msg=execution):
+          runner.simulate({'ec': process}, data, rounds=2, client_threads=1,
+                          execution=execution, log=lambda _: None,
+                          **(dict(workers=workers.addresses, worker_timeout_s=30)
+                             if execution == 'remote' else {}))
+    self.assertEmpty(_worker_pids(workers.addresses))
 
 
 class BadInputTest(tf.test.TestCase):

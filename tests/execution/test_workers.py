@@ -9,6 +9,8 @@ import sys
 import portpicker
 import tensorflow as tf
 
+from unittest import mock
+
 from tff_flare.execution import cleanup
 from tff_flare.execution import workers as worker
 
@@ -53,8 +55,64 @@ class WorkerCommandTest(tf.test.TestCase):
     self.assertNotIn('Starting', result.stdout)
     self.assertFalse(worker.port_in_use(port))
 
+  def test_others_listen_on_tells_a_shared_port_from_an_own_one(self):
+    with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as held:
+      held.bind(('::', 0))
+      port = held.getsockname()[1]
+      self.assertFalse(worker.others_listen_on(port, os.getpid()))  # Bound, not listening.
+      held.listen()
+      self.assertFalse(worker.others_listen_on(port, os.getpid()))  # This process's own.
+      other = subprocess.Popen(['sleep', '30'])
+      try:
+        self.assertTrue(worker.others_listen_on(port, other.pid))
+      finally:
+        other.kill()
+        other.wait()
+
+
+def _shared_listener():
+  """A socket listening with SO_REUSEPORT on a free port, as another gRPC server would."""
+  held = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+  held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+  held.bind(('::', 0))
+  held.listen()
+  held.setblocking(False)
+  return held
+
 
 class LoopbackWorkersTest(tf.test.TestCase):
+
+  def test_a_port_taken_between_its_check_and_the_bind_is_left(self):
+    # Was: the worker served beside the other server and the kernel split the driver's
+    # connections between the two. The check before the start is passed (the port was free
+    # then); the worker is then found sharing it and moved.
+    with _shared_listener() as held:
+      port = held.getsockname()[1]
+      with mock.patch.object(worker.portpicker, 'pick_unused_port',
+                             side_effect=[port, portpicker.pick_unused_port()]), \
+           mock.patch.object(worker, 'port_in_use', return_value=False):
+        workers = worker.LoopbackWorkers(1)
+        try:
+          workers.start()
+          (address,) = workers.addresses
+          self.assertNotEqual(address, f'localhost:{port}')
+          self.assertFalse(worker.others_listen_on(int(address.rpartition(':')[2]),
+                                                   workers.pid(0)))
+          self.assertTrue(worker.wait_until_serving(address, timeout_s=1))
+          self.assertEmpty(_pids_on(port))
+        finally:
+          workers.stop()
+
+  def test_a_port_always_shared_ends_in_one_line(self):
+    with _shared_listener() as held:
+      port = held.getsockname()[1]
+      with mock.patch.object(worker.portpicker, 'pick_unused_port', return_value=port), \
+           mock.patch.object(worker, 'port_in_use', return_value=False):
+        workers = worker.LoopbackWorkers(1)
+        with self.assertRaisesRegex(RuntimeError, f'localhost:{port} served on a port another '
+                                    'process listens on too, 3 times'):
+          workers.start()
+      self.assertEmpty(_pids_on(port))
 
   def test_stopped_workers_leave_no_process(self):
     workers = worker.LoopbackWorkers(2)

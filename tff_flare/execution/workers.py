@@ -65,6 +65,45 @@ def port_in_use(port: int) -> bool:
   return False
 
 
+_LISTEN = '0A'  # A TCP socket's state in /proc/net/tcp: listening.
+
+
+def others_listen_on(port: int, pid: int) -> Optional[bool]:
+  """Whether a socket of a process other than `pid` listens on TCP `port` of this machine's
+  network namespace; None where `/proc` does not say (not Linux).
+
+  A port that `portpicker` found free can be taken before the worker binds it: a server that
+  binds with SO_REUSEPORT (another gRPC server) then listens beside the worker, and the kernel
+  splits the driver's connections between the two. Read after the worker serves, this tells
+  such a port apart (the kernel's table of sockets against the worker's own descriptors).
+  """
+  listening = set()
+  for table in ('/proc/net/tcp', '/proc/net/tcp6'):
+    try:
+      with open(table, encoding='ascii') as f:
+        rows = f.read().splitlines()[1:]
+    except OSError:
+      continue
+    for row in rows:
+      fields = row.split()
+      if (len(fields) > 9 and fields[3] == _LISTEN and
+          int(fields[1].rpartition(':')[2], 16) == port):
+        listening.add(fields[9])
+  try:
+    descriptors = os.listdir(f'/proc/{pid}/fd')
+  except OSError:
+    return None
+  own = set()
+  for fd in descriptors:
+    try:
+      link = os.readlink(f'/proc/{pid}/fd/{fd}')
+    except OSError:  # Closed since listed.
+      continue
+    if link.startswith('socket:['):
+      own.add(link[len('socket:['):-1])
+  return bool(listening - own)
+
+
 def wait_until_serving(address: str, timeout_s: float) -> bool:
   """True once a gRPC server accepts connections at `address` (within `timeout_s`)."""
   with grpc.insecure_channel(address) as channel:
@@ -97,7 +136,9 @@ class LoopbackWorkers:
     """Starts worker `index` (all when None) and waits until it serves.
 
     A worker that exits before serving (its port taken between `portpicker`'s check and its
-    bind, say) is started again on another port, up to `_START_ATTEMPTS` times.
+    bind, say), or that serves on a port another process listens on too (taken in that
+    moment by a server that shares ports: `others_listen_on`), is started again on another
+    port, up to `_START_ATTEMPTS` times.
 
     Raises:
       RuntimeError: a worker that does not serve within the start timeout.
@@ -113,15 +154,19 @@ class LoopbackWorkers:
                                                    stdout=subprocess.DEVNULL,
                                                    stderr=subprocess.DEVNULL)
         if self._wait_serving(i):
-          break
-        if self._processes[i].poll() is None:  # Alive but not serving: give up.
+          if not others_listen_on(self._ports[i], self._processes[i].pid):
+            break
+          self.kill(i)  # Shares its port: the driver's calls would be split.
+          failure = 'served on a port another process listens on too'
+        elif self._processes[i].poll() is None:  # Alive but not serving: give up.
           self.stop()
           raise RuntimeError(f'TFF worker at {self.addresses[i]} did not start serving '
                              f'within {self._start_timeout_s} s.')
+        else:
+          failure = f'exited before serving (status {self._processes[i].returncode})'
         if attempt + 1 == _START_ATTEMPTS:
           self.stop()
-          raise RuntimeError(f'TFF worker at {self.addresses[i]} exited before serving '
-                             f'(status {self._processes[i].returncode}), '
+          raise RuntimeError(f'TFF worker at {self.addresses[i]} {failure}, '
                              f'{_START_ATTEMPTS} times.')
         self._ports[i] = portpicker.pick_unused_port()
         self.addresses[i] = f'localhost:{self._ports[i]}'
