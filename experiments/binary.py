@@ -117,11 +117,47 @@ def usage() -> str:
   return f'{doc}\n\nFlags (--helpfull: every module\'s):\n\n' + '\n'.join(listed) + '\n'
 
 
+def _flag_files(args: Iterable[str]) -> list[str]:
+  """The files `--flagfile=F` (or `--flagfile F`) of `args` name, as absl reads them."""
+  args = list(args)
+  files_named = []
+  for i, arg in enumerate(args):
+    name, equals, value = arg.lstrip('-').partition('=')
+    if arg.startswith('-') and name == 'flagfile':
+      if equals:
+        files_named.append(value)
+      elif i + 1 < len(args):
+        files_named.append(args[i + 1])
+  return files_named
+
+
+def check_flag_files(argv: list[str]) -> None:
+  """Refuses a flag file that is not a regular file (a pipe would block absl's read forever),
+  at any depth of flag files naming flag files.
+
+  Raises:
+    flags.Error: naming the file.
+  """
+  seen: set[str] = set()
+  pending = _flag_files(argv[1:])
+  while pending:
+    path = pending.pop()
+    if path in seen:
+      continue
+    seen.add(path)
+    if os.path.exists(path) and not os.path.isfile(path):
+      raise flags.Error(f'--flagfile={path} is not a file (a folder, a pipe or a device?).')
+    if os.path.isfile(path):
+      with open(path, encoding='utf-8', errors='replace') as f:
+        pending += _flag_files(line.strip() for line in f)
+
+
 def _parse_flags(argv: list[str]) -> list[str]:
   if any(arg in HELP_FLAGS for arg in argv[1:]):
     sys.stdout.write(usage())
     sys.exit(0)
   try:
+    check_flag_files(argv)
     return flags.FLAGS(argv)
   except flags.Error as e:
     print(f'error: {one_line(e)} (--helpfull lists the flags)', file=sys.stderr, flush=True)

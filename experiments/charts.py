@@ -454,7 +454,7 @@ def optimum(results, figure) -> Optional[float]:
   if not path.exists():
     return None
   try:
-    f_star = float(json.loads(path.read_text())['f_star'])
+    f_star = float(json.loads(files.read_text(path))['f_star'])
   except (OSError, ValueError, KeyError, TypeError) as e:
     raise run_files.RunFileError(f'{path}: no f_star ({e}).') from e
   if not math.isfinite(f_star):  # Every gap would read as never reached: no verdict on it.

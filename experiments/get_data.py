@@ -127,7 +127,7 @@ def _damage(name: str, source: str, path: pathlib.Path) -> str | None:
   say), or None."""
   try:
     if source == 'text':
-      if not path.read_text():
+      if not files.read_text(path):
         return 'empty'
     else:
       data_sources.load_images(name, source, str(path))
@@ -138,10 +138,10 @@ def _damage(name: str, source: str, path: pathlib.Path) -> str | None:
 
 def fetch(name: str, data_dir: pathlib.Path, overwrite: bool, log=print) -> list[pathlib.Path]:
   """Writes data set `name`'s files into `data_dir`; returns them."""
-  files = {source: data_dir / file for (dataset, source), file in data_sources.DATA_FILES.items()
-           if dataset == name}
-  wanted = {s: p for s, p in files.items() if overwrite or not p.exists()}
-  for source, path in files.items():
+  targets = {source: data_dir / file
+             for (dataset, source), file in data_sources.DATA_FILES.items() if dataset == name}
+  wanted = {s: p for s, p in targets.items() if overwrite or not p.exists()}
+  for source, path in targets.items():
     if source in wanted:
       continue
     damage = _damage(name, source, path)
@@ -167,7 +167,7 @@ def fetch(name: str, data_dir: pathlib.Path, overwrite: bool, log=print) -> list
                             f'({type(e).__name__}: {binary.one_line(e)[:200]}).') from e
   for path in wanted.values():
     log(f'{name}: wrote {path} ({os.path.getsize(path):,} bytes)')
-  return list(files.values())
+  return list(targets.values())
 
 
 def main(argv):

@@ -92,12 +92,17 @@ def _comparable(flags) -> dict:
 
 
 def check_recorded_flags(run: spec.Run, run_dir: pathlib.Path) -> None:
-  """Raises `ReproduceError` when `run_dir` holds a run made with other flags."""
+  """Raises `ReproduceError` when `run_dir` holds a run made with other flags, or a log this
+  process would append to that is not a file (a pipe would hold the append forever)."""
+  try:
+    files.check_file(run_dir / LOG_FILE)
+  except OSError as e:
+    raise ReproduceError(str(e)) from None
   path = run_dir / COMMAND_FILE
   if not path.exists():
     return
   try:
-    recorded = json.loads(path.read_text())
+    recorded = json.loads(files.read_text(path))
   except (OSError, ValueError) as e:
     raise ReproduceError(f'{path} cannot be read ({e}).') from e
   wanted = _comparable(run.flags)

@@ -1,6 +1,7 @@
 """Tests of `tff_flare.experiment.run_files`: reading a run directory."""
 
 import json
+import os
 import pathlib
 import tempfile
 
@@ -68,6 +69,18 @@ class ReadTest(tf.test.TestCase):
     with self.assertRaisesRegex(run_files.RunFileError, 'no evaluated round yet'):
       run_files.curves(self.base / 'header')
     self.assertFalse(run_files.has_curves(self.base / 'header'))
+
+  def test_a_run_file_that_is_a_pipe_is_refused_not_waited_on(self):
+    run = synthetic_runs.write_run(self.base / 'a', {'flare': _constant(0.27)}, _CONFIG, 3,
+                                   (0, 3))
+    for name, read in (('metrics.csv', run_files.rows), ('config.json', run_files.config),
+                       ('config.json', run_files.code), ('summary.json', run_files.summary)):
+      (run / name).unlink(missing_ok=True)
+      os.mkfifo(run / name)
+      with self.assertRaisesRegex(run_files.RunFileError, f'{name} is a pipe, a socket or a '
+                                  'device', msg=read.__name__):
+        read(run)
+      (run / name).unlink()
 
   def test_rounds_done_is_the_later_of_summary_and_checkpoint_else_the_rows(self):
     run = self.base / 'run'

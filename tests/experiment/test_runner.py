@@ -240,6 +240,17 @@ class RefusedRunTest(tf.test.TestCase):
       _run(_config(base / 'linked_dir', algorithms=('fedavg',), rounds=1))
     (base / 'linked_dir').unlink()  # TF's removal of the test's folder fails on it.
 
+  def test_a_pipe_in_the_output_directory_is_refused(self):
+    # Was: reading config.json (or TFF's reader of metrics.csv) waited on the pipe forever.
+    base = pathlib.Path(self.get_temp_dir())
+    for name in ('config.json', 'metrics.csv', '.lock', 'checkpoints/program_state_1'):
+      output = base / f'pipe_{name.replace("/", "_")}'
+      (output / name).parent.mkdir(parents=True)
+      os.mkfifo(output / name)
+      with self.assertRaisesRegex(config_lib.ConfigError, f'{name} is a pipe, a socket or a '
+                                  'device: a run reads and writes only files'):
+        _run(_config(output, algorithms=('fedavg',), rounds=1))
+
   def test_a_run_stopped_before_its_first_checkpoint_starts_again(self):
     output = pathlib.Path(self.get_temp_dir()) / 'early'
     whole, _ = _run(_config(output, algorithms=('ec',), rounds=2))

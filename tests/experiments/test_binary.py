@@ -121,9 +121,15 @@ class BinaryTest(tf.test.TestCase):
     (out / 'a_file').write_text('x')
     (out / 'run').mkdir()
     (out / 'latin1.flags').write_bytes(b'\xff--rounds=3\n')
+    os.mkfifo(out / 'pipe')  # Was: absl's read of it blocked forever.
+    (out / 'nested.flags').write_text(f'--rounds=1\n--flagfile={out}/pipe\n')
     cases = {
         'error: a flag file is not UTF-8 text': _start(
             'plot', f'--flagfile={out}/latin1.flags'),
+        r'error: --flagfile=.*/pipe is not a file \(a folder, a pipe or a device\?\)': _start(
+            'run_experiment', '--flagfile', f'{out}/pipe', f'--output_dir={out}/piped'),
+        r'error: --flagfile=.*/pipe is not a file': _start(
+            'reproduce', f'--flagfile={out}/nested.flags'),
         'error: --results_dir=.*missing does not exist: no runs to summarize': _start(
             'reproduce', '--summarize_only', f'--results_dir={out}/missing'),
         'error: --output=.*x.txt must name a .png file': _start(

@@ -59,6 +59,15 @@ class GetDataTest(tf.test.TestCase):
     self.assertAllEqual(data_sources.load_images('mnist', 'npz', str(path)).x_train[..., 0],
                         mnist[0][0])
 
+  def test_a_pipe_where_a_data_file_goes_is_damage_not_a_wait(self):
+    folder = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    for name, source, file in (('shakespeare', 'text', 'tinyshakespeare.txt'),
+                               ('mnist', 'npz', 'mnist.npz'),
+                               ('cifar10', 'imagefolder', 'cifar10_imagefolder.tar.gz')):
+      os.mkfifo(folder / file)
+      self.assertRegex(get_data._damage(name, source, folder / file),  # pylint: disable=protected-access
+                       'pipe', msg=file)
+
   def test_a_missing_file_names_the_command_that_fetches_it(self):
     with self.assertRaisesRegex(data_sources.DataSourceError,
                                 r'nowhere/mnist.npz does not exist \(`python -m '

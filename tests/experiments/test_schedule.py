@@ -89,6 +89,15 @@ class ScheduleTest(tf.test.TestCase):
     with self.assertRaisesRegex(schedule.ReproduceError, r'tiny/seed1 holds a run made with '
                                 r'other flags \(seed\)'):
       schedule.execute(changed_pairs, results, '', pin=False)
+    # A log that is a pipe: refused before anything runs (was: the append waited forever).
+    log_file = results / 'tiny' / 'seed1' / schedule.LOG_FILE
+    log_text = log_file.read_text()
+    log_file.unlink()
+    os.mkfifo(log_file)
+    with self.assertRaisesRegex(schedule.ReproduceError, r'seed1/log.txt is a pipe'):
+      schedule.execute(pairs, results, '', pin=False)
+    log_file.unlink()
+    log_file.write_text(log_text)
     # The page: drawn from the runs, written twice in place.
     for _ in range(2):
       page = report.write([figure], [], results, log=lines.append)

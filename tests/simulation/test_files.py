@@ -9,6 +9,26 @@ import tensorflow as tf
 from tff_flare.simulation import files
 
 
+class ReadTest(tf.test.TestCase):
+
+  def test_reads_a_file_and_refuses_what_a_read_would_wait_on(self):
+    base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    (base / 'page.md').write_text('é one')
+    self.assertEqual(files.read_text(base / 'page.md'), 'é one')
+    self.assertEqual(files.read_bytes(base / 'page.md'), 'é one'.encode())
+    files.check_file(base / 'page.md')
+    files.check_file(base / 'absent')  # Nothing there: nothing to refuse.
+    with self.assertRaises(FileNotFoundError):
+      files.read_text(base / 'absent')
+    os.mkfifo(base / 'pipe')  # Was: a read that never returned.
+    for call in (files.read_text, files.read_bytes, files.check_file):
+      with self.assertRaisesRegex(files.NotAFileError, r'pipe is a pipe, a socket or a device'):
+        call(base / 'pipe')
+      with self.assertRaisesRegex(files.NotAFileError, 'is a folder, not a file'):
+        call(base)
+    self.assertIsInstance(files.NotAFileError('x'), OSError)  # Callers' OSError handlers.
+
+
 class WriteFileTest(tf.test.TestCase):
 
   def setUp(self):

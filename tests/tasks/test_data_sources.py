@@ -104,6 +104,28 @@ class ChooseSourceTest(tf.test.TestCase):
     with self.assertRaisesRegex(data_sources.DataSourceError, 'neither a file nor a folder'):
       data_sources.load_shakespeare('text', str(folder / 'cifar10.npz'))
 
+  def test_a_named_file_is_read_by_the_source_that_reads_it(self):
+    # Was: --data_path without --source was ignored and the default source downloaded.
+    folder = pathlib.Path(self.get_temp_dir()) / 'files'
+    folder.mkdir()
+    choose = data_sources.choose_source
+    for name, path, source in (('mnist', 'm.npz', 'npz'), ('cifar10', 'c.NPZ', 'npz'),
+                               ('cifar10', 'c.tar.gz', 'imagefolder'),
+                               ('cifar100', 'c.tgz', 'imagefolder'),
+                               ('cifar10', str(folder), 'imagefolder'),
+                               ('shakespeare', 'play.txt', 'text')):
+      self.assertEqual(choose(name, None, None, 'keras', path), source, path)
+      self.assertEqual(choose(name, source, None, 'keras', path), source, path)
+    with self.assertRaisesRegex(data_sources.DataSourceError, r'^Which source reads '
+                                r'--data_path=m.csv\? Name it with --source \(npz or '
+                                r'imagefolder\)\.$'):
+      choose('mnist', None, None, 'keras', 'm.csv')
+    for name, source in (('mnist', 'keras'), ('cifar10', 'tfds'), ('shakespeare', 'tff')):
+      with self.assertRaisesRegex(data_sources.DataSourceError,
+                                  f'--data_path=x is read by a local source .*, not by '
+                                  f'--source={source}, which downloads'):
+        choose(name, source, None, 'keras', 'x')
+
 
 class NpzSourceTest(tf.test.TestCase):
 
@@ -243,6 +265,11 @@ class ImageFolderSourceTest(tf.test.TestCase):
     again = data_sources.load_images('cifar10', 'imagefolder', str(root))
     self.assertEqual(again.fingerprint, after.fingerprint)
     self.assertGreater(cache.stat().st_size, 100)
+    cache.unlink()
+    os.mkfifo(cache)  # Was: the load waited on it forever.
+    again = data_sources.load_images('cifar10', 'imagefolder', str(root))
+    self.assertEqual(again.fingerprint, after.fingerprint)
+    self.assertTrue(cache.is_file())
 
   def test_directory_and_tar_gz(self):
     root = pathlib.Path(self.get_temp_dir()) / 'images'

@@ -318,9 +318,10 @@ def _validate(config: ExperimentConfig) -> None:
   validate_run(config, population)
 
 
-def check_no_links(output_dir: str) -> None:
-  """Refuses an output directory that is, or holds, a symbolic link: a run writes no file
-  through a link it did not make (it would write where it was not told to)."""
+def check_entries(output_dir: str) -> None:
+  """Refuses an output directory that is, or holds, a symbolic link (a run writes no file
+  through a link it did not make: it would write where it was not told to), or a pipe, a
+  socket or a device (a run reading or appending to one would wait forever)."""
   if os.path.islink(output_dir):
     raise ConfigError(f'Output directory {output_dir} is a symbolic link: give the directory '
                       'it points to.')
@@ -330,6 +331,9 @@ def check_no_links(output_dir: str) -> None:
       if os.path.islink(path):
         raise ConfigError(f'{path} is a symbolic link: a run writes only files it makes. '
                           'Remove it, or use another --output_dir.')
+      if name in files and not os.path.isfile(path):
+        raise ConfigError(f'{path} is a pipe, a socket or a device: a run reads and writes '
+                          'only files. Remove it, or use another --output_dir.')
 
 
 # What Linux's file systems take: a name of at most 255 bytes, a path of at most 4,095.
@@ -357,7 +361,7 @@ def check_path_form(path: str, what: str) -> None:
 def check_writable(output_dir: str) -> None:
   """Creates `output_dir` if needed; refuses one that is not writable or holds a link."""
   check_path_form(output_dir, 'Output directory')
-  check_no_links(output_dir)
+  check_entries(output_dir)
   if os.path.exists(output_dir) and not os.path.isdir(output_dir):
     raise ConfigError(f'Output directory {output_dir} is a file, not a directory: give a new '
                       'or empty directory.')

@@ -42,6 +42,8 @@ import re
 import statistics
 from typing import Optional
 
+from tff_flare.simulation import files
+
 METRICS = 'metrics.csv'
 CONFIG_FILE = 'config.json'
 SUMMARY_FILE = 'summary.json'
@@ -94,7 +96,7 @@ def rows(run_dir: pathlib.Path) -> list[dict[str, Optional[float]]]:
   """
   path = pathlib.Path(run_dir) / METRICS
   try:
-    text = path.read_text()
+    text = files.read_text(path)
   except (OSError, UnicodeDecodeError) as e:
     raise RunFileError(f'{path.parent}: no readable {METRICS} ({e}).') from e
   lines = text.splitlines(keepends=True)
@@ -181,7 +183,7 @@ def config(run_dir: pathlib.Path) -> Optional[dict]:
     path = pathlib.Path(run_dir) / name
     if path.exists():
       try:
-        return json.loads(path.read_text())['config']
+        return json.loads(files.read_text(path))['config']
       except (OSError, ValueError, KeyError, TypeError) as e:
         raise RunFileError(f'{path} cannot be read ({e}).') from e
   return None
@@ -192,7 +194,7 @@ def code(run_dir: pathlib.Path) -> list[dict]:
   each); [] where none is recorded (runs made before it was) or the record is malformed."""
   path = pathlib.Path(run_dir) / CONFIG_FILE
   try:
-    pieces = json.loads(path.read_text()).get('code', []) if path.exists() else []
+    pieces = json.loads(files.read_text(path)).get('code', []) if path.exists() else []
   except (OSError, ValueError, AttributeError) as e:
     raise RunFileError(f'{path} cannot be read ({e}).') from e
   if not isinstance(pieces, list):
@@ -207,7 +209,7 @@ def summary(run_dir: pathlib.Path) -> Optional[dict]:
   if not path.exists():
     return None
   try:
-    return json.loads(path.read_text())
+    return json.loads(files.read_text(path))
   except (OSError, ValueError) as e:
     raise RunFileError(f'{path} cannot be read ({e}).') from e
 

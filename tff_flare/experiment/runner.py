@@ -171,14 +171,14 @@ def exclusive_output_dir(output_dir: str) -> Iterator[None]:
   would write the same checkpoints and rows as the first and mix them; it is refused instead.
   The kernel releases the lock when its process ends, however it ends (a kill, a crash), so a
   lock is never left stale; the file is removed when the run ends or is refused. A link in
-  the directory is refused (`config.check_no_links`): a run writes no file through a link.
+  the directory is refused (`config.check_entries`): a run writes no file through a link.
   `flock` is local to one machine: shards on several machines need directories of their own,
   as `reproduce --shard` gives them.
 
   Raises:
     config_lib.ConfigError: another process holds the directory.
   """
-  config_lib.check_no_links(output_dir)
+  config_lib.check_entries(output_dir)
   path = pathlib.Path(output_dir) / run_files.LOCK_FILE
   while True:
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
@@ -319,7 +319,7 @@ def _record_config(config: config_lib.RunSettings, log, facts: Optional[dict] = 
   record = None
   if path.exists():
     try:
-      record = json.loads(path.read_text())
+      record = json.loads(files.read_text(path))
     except (OSError, ValueError) as e:
       raise config_lib.ConfigError(f'{path} cannot be read ({e}); it records the run of this '
                                    'directory. Restore it, or use another --output_dir.') from e

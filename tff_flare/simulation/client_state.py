@@ -317,7 +317,7 @@ class DiskClientStateStore(ClientStateStore):
       keep[name].add(generation)
     for kept in retained_versions:
       try:
-        for name, generation in json.loads(self._index_path(kept).read_text()).items():
+        for name, generation in json.loads(files.read_text(self._index_path(kept))).items():
           keep[name].add(generation)
       except FileNotFoundError:
         pass

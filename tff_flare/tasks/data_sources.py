@@ -41,6 +41,8 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 import tensorflow_federated as tff
 
+from tff_flare.simulation import files
+
 IMAGE_DATASETS = {'mnist': (28, 28, 1), 'cifar10': (32, 32, 3), 'cifar100': (32, 32, 3)}
 NUM_CLASSES = {'mnist': 10, 'cifar10': 10, 'cifar100': 100}
 IMAGE_SOURCES = ('keras', 'tfds', 'npz', 'imagefolder')
@@ -62,16 +64,48 @@ def default_path(name: str, source: str, data_dir: str | None = None) -> str | N
   return None if file is None else str(pathlib.Path(data_dir or DEFAULT_DATA_DIR) / file)
 
 
-def choose_source(name: str, source: str | None, data_dir: str | None, default: str) -> str:
-  """The source to read data set `name` from: `source` when given; else, when a data
-  directory is named and holds a local source's file of `name` (`DATA_FILES`), that source
-  (a user who names the data directory expects it read, not a download); else `default`."""
+# The sources that read a file of one's own (`--data_path`).
+LOCAL_SOURCES = ('npz', 'imagefolder', 'text')
+
+
+def _reads(source: str, path: pathlib.Path) -> bool:
+  """Whether local `source` reads a file named as `path` is (by its name, or a folder)."""
+  if source == 'npz':
+    return path.name.lower().endswith('.npz')
+  if source == 'imagefolder':
+    return path.is_dir() or path.name.lower().endswith(('.tar.gz', '.tgz', '.tar'))
+  return source == 'text'
+
+
+def choose_source(name: str, source: str | None, data_dir: str | None, default: str,
+                  data_path: str | None = None) -> str:
+  """The source to read data set `name` from: `source` when given; else the local source that
+  reads `data_path` (a `.npz`: npz; a folder or a `.tar.gz`: imagefolder; Shakespeare: text);
+  else, when a data directory is named and holds a local source's file of `name`
+  (`DATA_FILES`), that source (a user who names a file or the data directory expects it
+  read, not a download); else `default`.
+
+  Raises:
+    DataSourceError: a `data_path` that no local source of `name` reads, or given beside a
+      source that downloads (it would be ignored).
+  """
+  local = [s for s in LOCAL_SOURCES if s in (TEXT_SOURCES if name == 'shakespeare'
+                                              else IMAGE_SOURCES)]
+  if data_path is not None and source is None:
+    for candidate in local:
+      if _reads(candidate, pathlib.Path(data_path)):
+        return candidate
+    raise DataSourceError(f'Which source reads --data_path={data_path}? Name it with '
+                          f'--source ({" or ".join(local)}).')
+  if data_path is not None and source not in LOCAL_SOURCES:
+    raise DataSourceError(f'--data_path={data_path} is read by a local source '
+                          f'({" or ".join(local)}), not by --source={source}, which downloads.')
   if source is not None:
     return source
   if data_dir is not None:
-    for (data_set, local), file in DATA_FILES.items():
+    for (data_set, local_source), file in DATA_FILES.items():
       if data_set == name and (pathlib.Path(data_dir) / file).is_file():
-        return local
+        return local_source
   return default
 
 
@@ -300,9 +334,10 @@ def _load_imagefolder(path: pathlib.Path) -> ImageArrays:
   cache = _imagefolder_cache_path(path)
   if cache.exists():
     try:
+      files.check_file(cache)
       return _load_npz(cache)
-    except DataSourceError:  # A damaged cache (a disk filled while writing it?): built again.
-      cache.unlink(missing_ok=True)
+    except (DataSourceError, files.NotAFileError):  # Damaged (a disk filled while it was
+      cache.unlink(missing_ok=True)                 # written?), or not a file: built again.
   if path.is_dir():
     arrays = _read_imagefolder(path)
   else:
@@ -328,8 +363,8 @@ def _imagefolder_cache_path(path: pathlib.Path) -> pathlib.Path:
   and bytes, for a folder), so an image added, removed or changed makes a new entry."""
   digest = hashlib.blake2b(digest_size=8)
   digest.update(f'shuffled{IMAGEFOLDER_SHUFFLE_SEED}'.encode())
-  files = sorted(p for p in path.rglob('*') if p.is_file()) if path.is_dir() else [path]
-  for file in files:
+  members = sorted(p for p in path.rglob('*') if p.is_file()) if path.is_dir() else [path]
+  for file in members:
     digest.update(str(file.relative_to(path) if path.is_dir() else '').encode() + b'\0')
     with open(file, 'rb') as f:
       while chunk := f.read(1 << 20):

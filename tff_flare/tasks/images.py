@@ -72,7 +72,8 @@ for _depth in (11, 16, 19):
 def build_image_task(name: str, o: task_lib.TaskOptions) -> task_lib.Task:
   """An image task of `IMAGE_TASKS`: the images split over clients, a Keras model."""
   spec = IMAGE_TASKS[name]
-  source = data_sources.choose_source(spec.dataset, o.source, o.data_dir, 'keras')
+  source = data_sources.choose_source(spec.dataset, o.source, o.data_dir, 'keras',
+                                       o.data_path)
   arrays = data_sources.load_images(spec.dataset, source, o.data_path, o.data_dir)
   total_clients = o.total_clients or spec.total_clients
   num_clients = o.num_clients or min(spec.num_clients, total_clients)

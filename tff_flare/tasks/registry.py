@@ -188,7 +188,8 @@ def _shakespeare_task(name: str, o: TaskOptions) -> Task:
   if o.text_evaluation not in TEXT_EVALUATIONS:
     raise ValueError(f'Unknown text_evaluation {o.text_evaluation!r}; known: '
                      f'{", ".join(TEXT_EVALUATIONS)}.')
-  source = data_sources.choose_source('shakespeare', o.source, o.data_dir, 'tff')
+  source = data_sources.choose_source('shakespeare', o.source, o.data_dir, 'tff',
+                                       o.data_path)
   train, test = data_sources.load_shakespeare(source, o.data_path, o.data_dir)
   asked = o.num_clients or 10
   chosen = text.select_clients(train, asked)
