@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install kernels demo lint test benchmark worker clean bazel-test
+.PHONY: install kernels demo lint format test benchmark worker clean bazel-test
 
 PORT ?= 8000
 
@@ -40,9 +40,16 @@ demo: install
 
 # One pytest worker per CPU (pytest-xdist; worksteal balances the long tests).
 TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
-# The linter (pyproject.toml's [tool.ruff]): seconds; the tests run after it passes.
+# The linter, the layout and the types (pyproject.toml's [tool.ruff], [tool.yapf], [tool.mypy]):
+# about a minute; the tests run after they pass. `make format` lays the code out as yapf wants.
+SOURCES := tff_flare experiments tests benchmarks tools
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/yapf --diff --recursive --parallel $(SOURCES) || { echo "make format lays these out"; exit 1; }
+	$(BIN)/mypy
+
+format: install
+	$(BIN)/yapf --in-place --recursive --parallel $(SOURCES)
 
 test: lint
 	$(BIN)/python -m pytest -q -rs -n $(TEST_WORKERS) --dist=worksteal tests $(PYTEST_ARGS)

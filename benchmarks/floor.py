@@ -100,7 +100,7 @@ def interleaved_seconds(fns: dict, repeats: int) -> dict[str, list[float]]:
   """
   for fn in fns.values():
     fn()
-  seconds = {name: [] for name in fns}
+  seconds: dict[str, list[float]] = {name: [] for name in fns}
   for _ in range(repeats):
     for name, fn in fns.items():
       seconds[name].append(_seconds(fn))

@@ -61,7 +61,7 @@ class Results:
     self.root = pathlib.Path(root)
     self.figures = {f.name: f for f in figures}
     self._runs = {f'{f.name}/{r.name}': r for f in figures for r in f.runs}
-    self._curves = {}
+    self._curves: dict[str, dict[str, Curve]] = {}
 
   def resolve(self, ref: str, figure: Optional[str] = None) -> str:
     """A reference as `<figure>/<run>` (a bare run name is `figure`'s).

@@ -1,7 +1,9 @@
 """The docs cannot go stale silently: every path, module, `python -m` program and flag that
-README.md and docs/*.md name exists, and the README's Python snippet runs as printed."""
+README.md and docs/*.md name exists, every `module.name` the code's docstrings, comments and
+messages name exists, and the README's Python snippet runs as printed."""
 
 import ast
+import collections
 import dataclasses
 import os
 import pathlib
@@ -32,6 +34,34 @@ def _defined_flags() -> set[str]:
             isinstance(node.args[0], ast.Constant)):
           names.add(node.args[0].value)
   return names | _ABSL
+
+
+# The folders whose Python files name each other in backticks.
+_SOURCE_FOLDERS = ('tff_flare', 'experiments', 'benchmarks', 'tools', 'tests')
+
+
+def _module_file(dotted: str):
+  """The file of the project's module `a.b.c` (a module or a package), None if none."""
+  base = ROOT.joinpath(*dotted.split('.'))
+  return next((f for f in (base.with_suffix('.py'), base / '__init__.py') if f.exists()), None)
+
+
+def _imported_modules(source: str) -> dict[str, pathlib.Path]:
+  """`{name the file uses: module file}` of the project's modules a source imports."""
+  found = {}
+  for node in ast.walk(ast.parse(source)):
+    if (isinstance(node, ast.ImportFrom) and node.module and
+        node.module.split('.')[0] in _SOURCE_FOLDERS):
+      for alias in node.names:
+        file = _module_file(f'{node.module}.{alias.name}')
+        if file:
+          found[alias.asname or alias.name] = file
+    elif isinstance(node, ast.Import):
+      for alias in node.names:
+        file = _module_file(alias.name) if alias.name.split('.')[0] in _SOURCE_FOLDERS else None
+        if file:
+          found[alias.asname or alias.name.split('.')[-1]] = file
+  return found
 
 
 def _code_spans(text: str) -> list[str]:
@@ -94,6 +124,46 @@ class DocsTest(tf.test.TestCase):
     self.assertNotIn('Traceback', result.stderr)
     self.assertNotIn('Exception ignored', result.stderr)
     self.assertTrue((pathlib.Path(directory) / 'runs' / 'digits' / 'metrics.csv').exists())
+
+
+  def test_every_module_name_the_code_names_in_backticks_exists(self):
+    # `module.name` in a docstring, comment or message: `module` as the file imports it, or a
+    # module of that name in the library (or the file's own folder); `name` defined there, or
+    # a module of that package.
+    files = [p for folder in _SOURCE_FOLDERS for p in (ROOT / folder).rglob('*.py')
+             if 'results' not in p.parts]
+    sources = {p: p.read_text() for p in files}
+    by_name = collections.defaultdict(list)
+    for path in files:
+      by_name[path.parent.name if path.name == '__init__.py' else path.stem].append(path)
+
+    def defines(file: pathlib.Path, name: str) -> bool:
+      if file.name == '__init__.py' and _module_file(
+          '.'.join(file.relative_to(ROOT).parent.parts + (name,))):
+        return True
+      return re.search(rf'\b{re.escape(name)}\b', sources[file]) is not None
+
+    missing = []
+    for path in files:
+      imported = _imported_modules(sources[path])
+      home = path.relative_to(ROOT).parts[0]
+      for span in re.findall(r'`([^`\n]+)`', sources[path]):
+        if '/' in span:  # A path: `test_every_path_module_program_and_flag_named_exists`.
+          continue
+        for module, name in re.findall(r'(?<![\w.])([a-z_][a-z0-9_]*)\.([A-Za-z_]\w*)(?![\w*])',
+                                       span):
+          if name == 'py':
+            continue
+          if module in imported:
+            targets = [imported[module]]
+          elif module in _SOURCE_FOLDERS:
+            targets = [_module_file(module)] if _module_file(module) else []
+          else:
+            targets = [f for f in by_name.get(module, [])
+                       if f.relative_to(ROOT).parts[0] in {home, 'tff_flare'}]
+          if targets and not any(defines(f, name) for f in targets):
+            missing.append(f'{path.relative_to(ROOT)}: `{span}`')
+    self.assertEmpty(missing)
 
 
 if __name__ == '__main__':

@@ -26,7 +26,7 @@ FORBIDDEN = {
 
 def imported_modules(path: pathlib.Path) -> set[str]:
   """Every module `path` imports (`from a import b` counts as `a.b` and `a`)."""
-  modules = set()
+  modules: set[str] = set()
   for node in ast.walk(ast.parse(path.read_text())):
     if isinstance(node, ast.Import):
       modules.update(alias.name for alias in node.names)

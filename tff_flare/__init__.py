@@ -7,6 +7,9 @@
                               clients_per_round=5, output_dir='runs/mine')
   result.summary['final_eval'], result.model_weights['flare']
 
+A process whose clients keep no state between rounds (FedAvg) also runs in TFF's own loops:
+`tff_flare.as_learning_process(process)` is a `tff.learning.templates.LearningProcess`.
+
 Without `output_dir` a run stays in memory (nothing written, no resume). `hooks=` takes
 `tff_flare.Hook`s (`after_round` reads each round's row; returning True ends the run early)
 and `release_managers=` TFF's `tff.program` release managers for every round's metrics.
@@ -33,6 +36,7 @@ from tff_flare.algorithms import ec as _ec
 from tff_flare.algorithms import ec_ffl as _ec_ffl
 from tff_flare.algorithms import ef21 as _ef21
 from tff_flare.algorithms import fedavg as _fedavg
+from tff_flare.algorithms import learning_process as _learning_process
 from tff_flare.algorithms import flare as _flare
 from tff_flare.algorithms import masking as _masking
 from tff_flare.algorithms import qsgd as _qsgd
@@ -48,7 +52,8 @@ from tff_flare.simulation.loop import Hook
 __all__ = [
     'AlgorithmProcess', 'ConfigError', 'Hook', 'Hyperparameters', 'SimulationResult', 'build_ec',
     'build_ec_fedprox', 'build_ec_ffl', 'build_ef21', 'build_fedavg', 'build_flare',
-    'build_masked_fedavg', 'build_qsgd_ef', 'build_tff_fedavg', 'build_tff_fedprox', 'simulate',
+    'build_masked_fedavg', 'build_qsgd_ef', 'build_tff_fedavg', 'build_tff_fedprox',
+    'as_learning_process', 'simulate',
 ]
 
 
@@ -73,3 +78,4 @@ build_masked_fedavg = _stopping_workers_at_exit(_masking.build_masked_fedavg)
 build_qsgd_ef = _stopping_workers_at_exit(_qsgd.build_qsgd_ef)
 build_tff_fedavg = _stopping_workers_at_exit(_tff_baselines.build_tff_fedavg)
 build_tff_fedprox = _stopping_workers_at_exit(_tff_baselines.build_tff_fedprox)
+as_learning_process = _learning_process.as_learning_process

@@ -7,6 +7,7 @@ the given evaluations (and bytes, round seconds and densities every round) and c
 import csv
 import json
 import pathlib
+from typing import Optional
 from collections.abc import Callable, Mapping, Sequence
 
 # accuracy(round) -> value, or (accuracy, loss) per round.
@@ -14,8 +15,8 @@ CurveFn = Callable[[int], float]
 
 
 def write_run(directory: pathlib.Path, curves: Mapping[str, CurveFn], config: Mapping,
-              rounds: int, eval_rounds: Sequence[int], loss: Mapping[str, CurveFn] = None,
-              density: float = 1e-3, extra: Mapping[str, CurveFn] = None,
+              rounds: int, eval_rounds: Sequence[int], loss: Optional[Mapping[str, CurveFn]] = None,
+              density: float = 1e-3, extra: Optional[Mapping[str, CurveFn]] = None,
               summary: bool = True) -> pathlib.Path:
   """A finished run: evaluations at `eval_rounds`, training rows for rounds 0..rounds-1.
 
@@ -37,7 +38,7 @@ def write_run(directory: pathlib.Path, curves: Mapping[str, CurveFn], config: Ma
     writer = csv.DictWriter(f, columns)
     writer.writeheader()
     for r in range(rounds + 1):
-      row = {'round': r}
+      row: dict[str, float] = {'round': r}
       for n in names:
         if r in eval_rounds:
           row[f'{n}/eval/accuracy'] = curves[n](r)

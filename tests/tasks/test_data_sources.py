@@ -113,17 +113,18 @@ class ChooseSourceTest(tf.test.TestCase):
                                ('cifar10', 'c.tar.gz', 'imagefolder'),
                                ('cifar100', 'c.tgz', 'imagefolder'),
                                ('cifar10', str(folder), 'imagefolder'),
-                               ('shakespeare', 'play.txt', 'text')):
+                               ('shakespeare', 'play.txt', 'text'),
+                               ('shakespeare', str(folder), 'tff')):  # TFF's cache folder.
       self.assertEqual(choose(name, None, None, 'keras', path), source, path)
       self.assertEqual(choose(name, source, None, 'keras', path), source, path)
     with self.assertRaisesRegex(data_sources.DataSourceError, r'^Which source reads '
                                 r'--data_path=m.csv\? Name it with --source \(npz or '
                                 r'imagefolder\)\.$'):
       choose('mnist', None, None, 'keras', 'm.csv')
-    for name, source in (('mnist', 'keras'), ('cifar10', 'tfds'), ('shakespeare', 'tff')):
+    for name, source in (('mnist', 'keras'), ('cifar10', 'tfds')):
       with self.assertRaisesRegex(data_sources.DataSourceError,
-                                  f'--data_path=x is read by a local source .*, not by '
-                                  f'--source={source}, which downloads'):
+                                  f'^--data_path=x is read by npz or imagefolder, not by '
+                                  f'--source={source}, which would ignore it\\.$'):
         choose(name, source, None, 'keras', 'x')
 
 

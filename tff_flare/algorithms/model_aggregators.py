@@ -55,8 +55,9 @@ def build(name: str, norm: Optional[float] = None) -> Optional[composer.Aggregat
     return None
   if name == 'tff_mean':
     return tff.aggregators.MeanFactory()
-  if name == 'clipping':
-    return tff.aggregators.clipping_factory(float(norm), tff.aggregators.MeanFactory())
-  if name == 'zeroing':
-    return tff.aggregators.zeroing_factory(float(norm), tff.aggregators.MeanFactory())
+  if name in WITH_NORM:
+    assert norm is not None  # `check` refuses a missing one.
+    build_factory = (tff.aggregators.clipping_factory if name == 'clipping' else
+                     tff.aggregators.zeroing_factory)
+    return build_factory(float(norm), tff.aggregators.MeanFactory())
   return tff.learning.robust_aggregator()

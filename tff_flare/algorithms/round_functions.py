@@ -228,12 +228,12 @@ def build_round_functions(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts
     return collections.OrderedDict(client_work=client_work, aggregator=aggregator,
                                    finalizer=finalizer_measurements)
 
+  record: Optional[Callable[[Any, Any], Any]] = None
   if schedule.record_test_loss is not None:
+    record_loss = schedule.record_test_loss
 
     def record(state, loss):
-      return state._replace(client_work=schedule.record_test_loss(state.client_work, loss))
-  else:
-    record = None
+      return state._replace(client_work=record_loss(state.client_work, loss))
 
   return RoundFunctions(
       model_fn=model_fn, specs=specs, num_parameters=num_parameters, stateful=stateful,

@@ -156,7 +156,7 @@ def mute_tff_shutdown_noise() -> None:
       return
     default_hook(unraisable)
 
-  hook._mutes_tff_shutdown_noise = True  # pylint: disable=protected-access
+  hook._mutes_tff_shutdown_noise = True  # type: ignore[attr-defined]  # Seen by a 2nd call.
   sys.unraisablehook = hook
 
 
@@ -178,7 +178,7 @@ def _stop_workers_then_die(signum, frame):
   os.kill(os.getpid(), signum)
 
 
-_registered = []
+_registered: list[bool] = []
 
 
 def stop_workers_at_exit() -> None:

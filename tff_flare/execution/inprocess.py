@@ -240,7 +240,7 @@ class InProcessProcess:
     self._num_threads = max(1, num_threads or os.cpu_count() or 1)
     self._client_work: dict[int, Any] = {}  # id of a model -> its traced client work.
     self._lock = threading.Lock()
-    self._pool = None
+    self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
     functions = self._functions
     # `_traced` gives each process its own functions (each traced once), which TF does not
     # take for retracing of one function.
@@ -325,7 +325,7 @@ class InProcessProcess:
         take(index, work(index))
     else:
       pool = self._thread_pool()
-      waiting = collections.deque()
+      waiting: collections.deque = collections.deque()
       for index in range(len(client_data)):
         while len(waiting) > self._num_threads:
           done, future = waiting.popleft()

@@ -58,15 +58,18 @@ def next_in_phases(process: process_lib.AlgorithmProcess, state, client_data, cl
   order the subrounds finish, not in client order: each output carries its client's position
   and is put back in place here.
   """
+  phases = process.phases
+  if phases is None:
+    raise TypeError('next_in_phases runs a process with `phases` (one with client state).')
   num_clients = len(client_data)
-  outputs = process.phases.client_phase(state, client_data, client_states, client_inputs,
+  outputs = phases.client_phase(state, client_data, client_states, client_inputs,
                                         list(range(num_clients)))
   outputs = sorted(outputs, key=lambda o: int(o['client_index']))
   indices = [int(o['client_index']) for o in outputs]
   if indices != list(range(num_clients)):
     raise RuntimeError(f'The client phase returned outputs of clients {indices}, expected '
                        f'each of 0..{num_clients - 1} once.')
-  new_state, metrics = process.phases.server_phase(state, [o['summable'] for o in outputs])
+  new_state, metrics = phases.server_phase(state, [o['summable'] for o in outputs])
   return process_lib.RoundOutput(state=new_state, metrics=metrics,
                                  client_states=[o['client_state'] for o in outputs])
 
@@ -102,7 +105,10 @@ class _OnTff:
     """A round whose clients read and write their own state files
     (`AlgorithmProcess.next_with_state_files`, one computation: TFF's distributed runtime
     runs it whole); the output's `client_states` is None."""
-    new_state, metrics = self._process.next_with_state_files(
+    next_with_state_files = self._process.next_with_state_files
+    if next_with_state_files is None:
+      raise TypeError('next_with_state_files runs a process with client state.')
+    new_state, metrics = next_with_state_files(
         state, list(client_data), list(read_prefixes), list(write_prefixes),
         list(client_inputs))
     return process_lib.RoundOutput(state=new_state, metrics=metrics, client_states=None)
@@ -211,11 +217,12 @@ class InProcessExecution(Execution):
     super().__exit__(*exc)
 
   def bind(self, process: process_lib.AlgorithmProcess) -> BoundProcess:
-    if process.runs_only_on_tff:
+    functions = process.round_functions
+    if functions is None:  # `runs_only_on_tff`.
       if self._local is None:
         self._local = self._stack.enter_context(LocalExecution(self._timeout_s))
       return self._local.bind(process)
-    model_fn = process.round_functions.model_fn
+    model_fn = functions.model_fn
     pool = next((p for p in self._model_pools if p.model_fn is model_fn), None)
     if pool is None:
       pool = inprocess.ModelPool(model_fn)

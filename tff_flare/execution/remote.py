@@ -8,7 +8,7 @@ own parts and installs it as the current context:
   * over the workers, `tff.backends.native.create_mergeable_comp_execution_context`: it cuts
     each computation at its aggregation, gives each worker a contiguous share of the round's
     clients (a subround), merges the partial aggregates, and concatenates CLIENTS-placed
-    results (in the order the subrounds finish, in TFF 0.87; `composer.next_in_phases` puts
+    results (in the order the subrounds finish, in TFF 0.87; `modes.next_in_phases` puts
     them back in client order).
 
 `worker_execution('localhost:PORT')` is TFF's local runtime over one worker: the context
@@ -39,7 +39,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Optional
+from typing import Any, Optional
 
 import grpc
 import tensorflow_federated as tff
@@ -221,8 +221,8 @@ class _WorkerChannel:
     self._stats = stats
     self._timeout_s = unavailable_timeout_s
     self._death = death
-    self._outage = {}
-    self._callbacks = []
+    self._outage: dict[str, float] = {}
+    self._callbacks: list[Callable[..., Any]] = []
 
   def subscribe(self, callback, try_to_connect=False):
     self._callbacks.append(callback)

@@ -146,24 +146,25 @@ class LoopbackWorkers:
     indices = range(len(self._ports)) if index is None else [index]
     for i in indices:
       for attempt in range(_START_ATTEMPTS):
-        if self._processes[i] is None or self._processes[i].poll() is not None:
+        process = self._processes[i]
+        if process is None or process.poll() is not None:
           if port_in_use(self._ports[i]):  # Taken since it was picked: another port.
             self._ports[i] = portpicker.pick_unused_port()
             self.addresses[i] = f'localhost:{self._ports[i]}'
-          self._processes[i] = cleanup.WorkerPopen(worker_command(self._ports[i]),
-                                                   stdout=subprocess.DEVNULL,
-                                                   stderr=subprocess.DEVNULL)
+          process = self._processes[i] = cleanup.WorkerPopen(worker_command(self._ports[i]),
+                                                             stdout=subprocess.DEVNULL,
+                                                             stderr=subprocess.DEVNULL)
         if self._wait_serving(i):
-          if not others_listen_on(self._ports[i], self._processes[i].pid):
+          if not others_listen_on(self._ports[i], process.pid):
             break
           self.kill(i)  # Shares its port: the driver's calls would be split.
           failure = 'served on a port another process listens on too'
-        elif self._processes[i].poll() is None:  # Alive but not serving: give up.
+        elif process.poll() is None:  # Alive but not serving: give up.
           self.stop()
           raise RuntimeError(f'TFF worker at {self.addresses[i]} did not start serving '
                              f'within {self._start_timeout_s} s.')
         else:
-          failure = f'exited before serving (status {self._processes[i].returncode})'
+          failure = f'exited before serving (status {process.returncode})'
         if attempt + 1 == _START_ATTEMPTS:
           self.stop()
           raise RuntimeError(f'TFF worker at {self.addresses[i]} {failure}, '
@@ -175,7 +176,8 @@ class LoopbackWorkers:
     """True once worker `index` serves; False when it exits or the start timeout passes."""
     deadline = time.monotonic() + self._start_timeout_s
     while time.monotonic() < deadline:
-      if self._processes[index].poll() is not None:
+      process = self._processes[index]
+      if process is None or process.poll() is not None:
         return False
       if wait_until_serving(self.addresses[index], min(1.0, deadline - time.monotonic())):
         return True

@@ -19,7 +19,7 @@ import json
 import os
 import pathlib
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from tff_flare.algorithms import hyperparameters
 from tff_flare.algorithms import model_aggregators
@@ -155,14 +155,27 @@ class Settings(RunSettings):
                             "uniform (the authors') or num_examples (TFF's weighted FedAvg).")
 
 
-# One experiment: the settings and every algorithm's knobs (`algorithms.registry`), each
-# declared once, where it belongs (`tff_flare.algorithms.hyperparameters`).
-ExperimentConfig = dataclasses.make_dataclass(
-    'ExperimentConfig',
-    [(name, Any, field) for name, field in algorithms.knob_fields().items()],
-    bases=(Settings,))
-ExperimentConfig.__doc__ = """One experiment: the `Settings` and every algorithm's knob."""
-ExperimentConfig.__module__ = __name__
+if TYPE_CHECKING:
+
+  class ExperimentConfig(Settings):
+    """What the type checker reads: the `Settings`, typed; every algorithm's knob, `Any`."""
+
+    def __init__(self, **values: Any) -> None:
+      ...
+
+    def __getattr__(self, knob: str) -> Any:
+      ...
+
+else:
+  # One experiment: the settings and every algorithm's knobs (`algorithms.registry`), each
+  # declared once, where it belongs (`tff_flare.algorithms.hyperparameters`): made a
+  # dataclass of both here, so the knobs are not listed a second time.
+  ExperimentConfig = dataclasses.make_dataclass(
+      'ExperimentConfig',
+      [(name, Any, field) for name, field in algorithms.knob_fields().items()],
+      bases=(Settings,))
+  ExperimentConfig.__doc__ = """One experiment: the `Settings` and every algorithm's knob."""
+  ExperimentConfig.__module__ = __name__
 
 
 # The settings that are task options (`tasks.registry.TaskSpec.options`).
@@ -258,7 +271,8 @@ def validate(config: ExperimentConfig) -> None:
     raise
   except ValueError as e:
     raise ConfigError(str(e)) from e
-  check_writable(config.output_dir)
+  if config.output_dir is not None:
+    check_writable(config.output_dir)
 
 
 def _validate(config: ExperimentConfig) -> None:
@@ -378,7 +392,7 @@ def check_writable(output_dir: str) -> None:
                       f'{e.strerror or e}.') from e
 
 
-def as_dict(config: ExperimentConfig) -> dict[str, Any]:
+def as_dict(config: RunSettings) -> dict[str, Any]:
   """The configuration as JSON values (sequences as lists)."""
   return json.loads(json.dumps(dataclasses.asdict(config), default=list))
 

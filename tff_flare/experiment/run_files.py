@@ -106,7 +106,7 @@ def rows(run_dir: pathlib.Path) -> list[dict[str, Optional[float]]]:
   header = next(reader, None)
   if not header:
     return []
-  result = []
+  result: list[dict[str, Optional[float]]] = []
   for number, cells in enumerate(reader, start=2):
     if len(cells) != len(header):
       raise RunFileError(f'{path}, line {number}: {len(cells)} cells where the header has '
@@ -117,12 +117,17 @@ def rows(run_dir: pathlib.Path) -> list[dict[str, Optional[float]]]:
       round_num = row['round']
       if round_num is None or round_num != int(round_num) or round_num < 0:
         raise RunFileError(f'{path}, line {number}: round {round_num} is not a round number.')
-      if result and round_num <= result[-1]['round']:
+      if result and round_num <= round_of(result[-1]):
         raise RunFileError(f'{path}, line {number}: round {int(round_num)} follows round '
-                           f'{int(result[-1]["round"])} (rounds are written once, in order: '
+                           f'{round_of(result[-1])} (rounds are written once, in order: '
                            'a damaged or edited file?).')
     result.append(row)
   return result
+
+
+def round_of(row: dict[str, Optional[float]]) -> int:
+  """The round of a row of `rows` (checked there to be a whole number)."""
+  return int(row['round'] or 0)
 
 
 def _today_names(run_dir: pathlib.Path) -> dict[str, str]:
@@ -139,7 +144,7 @@ def curves(run_dir: pathlib.Path) -> dict[str, Curve]:
     RunFileError: see `rows`; or no evaluated round yet.
   """
   rename = _today_names(run_dir)
-  table = sorted(rows(run_dir), key=lambda row: row['round'])
+  table = sorted(rows(run_dir), key=round_of)
   algorithms = sorted({key.split('/')[0] for key in (table[0] if table else {})
                        if key.endswith('/eval/accuracy')})
   if not algorithms or not any(row.get(f'{a}/eval/accuracy') is not None
@@ -154,7 +159,7 @@ def curves(run_dir: pathlib.Path) -> dict[str, Curve]:
     for row in table:
       accuracy = row.get(f'{name}/eval/accuracy')
       if accuracy is not None:
-        points.append((int(row['round']), accuracy, row[f'{name}/eval/loss'], uploaded))
+        points.append((round_of(row), accuracy, row[f'{name}/eval/loss'], uploaded))
       uploaded += row.get(f'{name}/bytes_uploaded') or 0.0
     result[rename.get(name, name)] = Curve(*(tuple(column) for column in zip(*points)))
   return result
@@ -241,7 +246,7 @@ def rounds_done(run_dir: pathlib.Path) -> int:
   if summarized or versions or not (pathlib.Path(run_dir) / METRICS).exists():
     return max(versions + [summarized])
   try:
-    evaluated = [int(row['round']) for row in rows(run_dir)
+    evaluated = [round_of(row) for row in rows(run_dir)
                  if any(k.endswith('/eval/accuracy') and v is not None for k, v in row.items())]
   except RunFileError:
     return 0
@@ -284,5 +289,5 @@ def rows_of(run_dir: pathlib.Path, algorithm: str, column: str) -> list[tuple[in
     if value is None and older is not None:
       value = row.get(f'{algorithm}/{older}')
     if value is not None:
-      result.append((int(row['round']), value))
+      result.append((round_of(row), value))
   return result

@@ -27,7 +27,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Callable, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union
 
 import grpc
 import numpy as np
@@ -210,9 +210,16 @@ def exclusive_output_dir(output_dir: str) -> Iterator[None]:
     lock.close()
 
 
+def _output_dir(config: config_lib.RunSettings) -> str:
+  """The run's output directory, where it needs one."""
+  if config.output_dir is None:
+    raise config_lib.ConfigError('This run needs an output directory (output_dir).')
+  return config.output_dir
+
+
 def _check_output_dir(config: config_lib.RunSettings, checkpoint_rounds: list[int]) -> None:
   """Refuses a directory the run cannot prove is its own, or fewer rounds than it holds."""
-  output = pathlib.Path(config.output_dir)
+  output = pathlib.Path(_output_dir(config))
   for name in (run_files.CHECKPOINTS, 'client_states', 'tensorboard'):
     if (output / name).exists() and not (output / name).is_dir():
       raise config_lib.ConfigError(f'{output / name} is not a folder: a run keeps its {name} '
@@ -295,9 +302,10 @@ def _check_facts(output_dir: str, record: dict, facts: dict) -> None:
     refuse(f'whose {name!r} was built otherwise ({"; ".join(changed[:4])})')
   if 'clients' in facts and 'clients' in record and (
       set(record['clients']) != set(facts['clients'])):
-    then, now = set(record['clients']), set(facts['clients'])
-    refuse(f'of {len(then)} clients; these are {len(now)} ({len(now - then)} new, e.g. '
-           f'{sorted(now - then)[:2]}; {len(then - now)} gone, e.g. {sorted(then - now)[:2]})')
+    then_ids, now_ids = set(record['clients']), set(facts['clients'])
+    refuse(f'of {len(then_ids)} clients; these are {len(now_ids)} ({len(now_ids - then_ids)} '
+           f'new, e.g. {sorted(now_ids - then_ids)[:2]}; {len(then_ids - now_ids)} gone, e.g. '
+           f'{sorted(then_ids - now_ids)[:2]})')
   for name, what in (('data', 'data'), ('test_data', 'test data')):
     then, now = record.get(name), facts.get(name)
     if (name in record and name in facts and then != now and
@@ -315,7 +323,7 @@ def _record_config(config: config_lib.RunSettings, log, facts: Optional[dict] = 
   `code` lists the code the run's pieces ran: `{'commit', 'dirty', 'from_round'}`, one entry
   each time a piece (starting at round `from_round`) runs other code than the last.
   """
-  path = pathlib.Path(config.output_dir) / run_files.CONFIG_FILE
+  path = pathlib.Path(_output_dir(config)) / run_files.CONFIG_FILE
   record = None
   if path.exists():
     try:
@@ -327,7 +335,7 @@ def _record_config(config: config_lib.RunSettings, log, facts: Optional[dict] = 
   if record is None:
     record = dict(config=config_lib.as_dict(config), changes=[], **facts)
   else:
-    _check_facts(config.output_dir, record, facts)
+    _check_facts(_output_dir(config), record, facts)
     if 'clients' in facts and 'clients' in record:
       facts['clients'] = record['clients']  # The same clients: the run keeps their order.
     record.update({k: v for k, v in facts.items() if v is not None})  # A run made before.
@@ -374,13 +382,13 @@ def run_experiment(config: config_lib.ExperimentConfig,
       run resumes from its last checkpoint when started again.
     hooks.NonFiniteRoundError, hooks.NonFiniteEvaluationError: an algorithm diverged.
   """
-  with _removed_if_refused(config.output_dir):
+  with _removed_if_refused(_output_dir(config)):
     return _run_experiment(config, log)
 
 
 def _run_experiment(config: config_lib.ExperimentConfig, log) -> dict:
   config_lib.validate(config)
-  with exclusive_output_dir(config.output_dir):
+  with exclusive_output_dir(_output_dir(config)):
     task = build_task(config)
     config_lib.validate_run(config, len(task.train_data.client_ids))  # The real population.
     processes = build_processes(config, task)
@@ -404,7 +412,7 @@ def _signature_with_settings(function: Callable) -> Callable:
   parameters += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
                                    annotation=f.type)
                  for f in dataclasses.fields(config_lib.RunSettings) if f.name not in named]
-  function.__signature__ = signature.replace(parameters=parameters)
+  function.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
   return function
 
 
@@ -661,6 +669,7 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
     _check_output_dir(settings, checkpoint_rounds)
   estimate = _check_memory(processes, client_datasets(client_ids[:1], 0)[0], len(client_ids),
                            settings, evaluate is not None, log)
+  record: dict[str, Any]
   if output is None:
     record = dict(changes=[], code=[dict(code_version(), from_round=0)])
   else:
@@ -682,10 +691,10 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
                                     timeout_s=settings.worker_timeout_s,
                                     num_threads=settings.client_threads)
   with execution, memory.PeakSampler() as peak:
-    runs = []
+    runs: list[loop.AlgorithmRun] = []
     for name, process in processes.items():
-      state_dir = (output / 'client_states' / name
-                   if settings.client_state_storage in ('disk', 'files') else None)
+      state_dir = (output / 'client_states' / name if output is not None and
+                   settings.client_state_storage in ('disk', 'files') else None)
       run = loop.AlgorithmRun(
           name, process, execution, client_state_dir=state_dir,
           states_written_by_clients=settings.client_state_storage == 'files',
@@ -707,8 +716,13 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
                                             len(client_ids), settings.seed,
                                             settings.client_sampling)
     collected = hooks_lib.CollectRows()
-    last_checkpoint = lambda: ((checkpoints.versions() if checkpoints else None) or [None])[-1]
-    run_hooks = [hooks_lib.StopOnInterrupt(interrupted, last_checkpoint)] if interrupted else []
+
+    def last_checkpoint() -> Optional[int]:
+      versions = checkpoints.versions() if checkpoints else []
+      return versions[-1] if versions else None
+
+    run_hooks: list[loop.Hook] = (
+        [hooks_lib.StopOnInterrupt(interrupted, last_checkpoint)] if interrupted else [])
     run_hooks += [hooks_lib.Evaluation(evaluate, settings.eval_every)] if evaluate else []
     if any(run.process.uses_test_loss for run in runs):  # EC-FFL, reusing the evaluation.
       if evaluate is None:

@@ -31,7 +31,7 @@ import os
 import pathlib
 import re
 import shutil
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -89,7 +89,7 @@ class Checkpoints:
 
   def _program_state(self, round_num: int, with_clients: bool = False, snapshots=None):
     """The round and the server states; `with_clients`: the clients too (the old layout)."""
-    state = collections.OrderedDict(round=np.int64(round_num))
+    state: collections.OrderedDict[str, Any] = collections.OrderedDict(round=np.int64(round_num))
     for run in self._runs:
       snapshot = (snapshots or {}).get(run.name) or run.snapshot([])
       state[run.name] = collections.OrderedDict(server=list(snapshot.server))

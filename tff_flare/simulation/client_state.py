@@ -322,9 +322,9 @@ class DiskClientStateStore(ClientStateStore):
       except FileNotFoundError:
         pass
     for entry in self._directory.iterdir():
-      index = _INDEX_FILE.fullmatch(entry.name)
-      if index:
-        if int(index.group(1)) not in retained_versions:
+      found = _INDEX_FILE.fullmatch(entry.name)
+      if found:
+        if int(found.group(1)) not in retained_versions:
           entry.unlink(missing_ok=True)
         continue
       if not _CLIENT_DIR.fullmatch(entry.name) or not entry.is_dir() or entry.is_symlink():

@@ -15,6 +15,7 @@ run in a `tf.while_loop` (`algorithms.batches`).
 
 import collections
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -40,7 +41,7 @@ def build_evaluate_fn(model_fn: model_facts.ModelFn, test_dataset: tf.data.Datas
     model_fn: the task's `model_fn` (its loss and a `sparse_categorical_accuracy` metric).
     test_dataset: batches in the model's input format.
   """
-  built = {}
+  built: dict[str, Any] = {}
 
   def build():
     # Built at the first evaluation: a Keras model built in eager mode is invalidated by any

@@ -209,7 +209,8 @@ class CheckpointEvery(loop.Hook):
       self._checkpoints.save(done)
 
   def after_last_round(self, end_round, runs, row) -> None:
-    if end_round < self._end_round and (self._checkpoints.versions() or [None])[-1] != end_round:
+    versions = self._checkpoints.versions()
+    if end_round < self._end_round and (not versions or versions[-1] != end_round):
       self._checkpoints.save(end_round)  # Ended early by a hook.
 
 

@@ -38,7 +38,7 @@ import pathlib
 import threading
 import time
 from collections.abc import Mapping
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -233,7 +233,7 @@ def estimate_run(sizes: Mapping[str, ProcessSizes], *, clients_with_state: int,
   if here:  # What the allocator keeps of the rounds of the algorithms after the largest.
     round_bytes += KEPT_MODELS_PER_ALGORITHM * (sum(s.model for s in here) -
                                                 max(s.model for s in here))
-  tff_bytes = 0
+  tff_bytes: float = 0
   if on_tff and execution != 'remote':
     # TFF's runtime holds every client's values of a round at once: neither its concurrency
     # (--max_concurrent_computation_calls) nor its subrounds bound it (measured on the FC).
@@ -294,7 +294,8 @@ class PeakSampler:
 
   def __exit__(self, *exc) -> None:
     self._stop.set()
-    self._thread.join()
+    if self._thread is not None:
+      self._thread.join()
 
   def _sample(self) -> None:
     workers, found = [], 0.0
@@ -320,7 +321,7 @@ def _cgroup_limit() -> Optional[int]:
     lines = pathlib.Path('/proc/self/cgroup').read_text().splitlines()
   except OSError:
     return None
-  room = None
+  room: Optional[int] = None
   for line in lines:
     number, controllers, path = line.split(':', 2)
     if number == '0' and not controllers:  # cgroup v2
@@ -387,7 +388,7 @@ def plan(sizes: Mapping[str, ProcessSizes], *, clients_with_state: int, clients_
   estimate is larger, the one-line refusal naming the settings that would fit (None when it
   fits, or when what it may use is unknown)."""
   base = resident_bytes()
-  common = dict(clients_with_state=clients_with_state, clients_per_round=clients_per_round,
+  common: dict[str, Any] = dict(clients_with_state=clients_with_state, clients_per_round=clients_per_round,
                 evaluates=evaluates, base=base)
   estimate = estimate_run(sizes, threads=threads, storage=storage, execution=execution,
                           **common)
@@ -395,10 +396,11 @@ def plan(sizes: Mapping[str, ProcessSizes], *, clients_with_state: int, clients_
   if available is None or estimate.total <= available:
     return estimate, available, None
   fits = []
-  for label, changes in (('--client_state_storage=disk', dict(storage='disk')),
-                         ('--client_threads=1', dict(threads=1)),
-                         ('both', dict(storage='disk', threads=1))):
-    options = dict(threads=threads, storage=storage, execution=execution)
+  variants: tuple[tuple[str, dict[str, Any]], ...] = (
+      ('--client_state_storage=disk', dict(storage='disk')),
+      ('--client_threads=1', dict(threads=1)), ('both', dict(storage='disk', threads=1)))
+  for label, changes in variants:
+    options: dict[str, Any] = dict(threads=threads, storage=storage, execution=execution)
     options.update(changes)
     if options == dict(threads=threads, storage=storage, execution=execution):
       continue

@@ -64,42 +64,45 @@ def default_path(name: str, source: str, data_dir: str | None = None) -> str | N
   return None if file is None else str(pathlib.Path(data_dir or DEFAULT_DATA_DIR) / file)
 
 
-# The sources that read a file of one's own (`--data_path`).
-LOCAL_SOURCES = ('npz', 'imagefolder', 'text')
+# The sources that read a path of one's own (`--data_path`): a file or folder of the data
+# set, or (tff) TFF's cache folder.
+PATH_SOURCES = ('npz', 'imagefolder', 'text', 'tff')
 
 
 def _reads(source: str, path: pathlib.Path) -> bool:
-  """Whether local `source` reads a file named as `path` is (by its name, or a folder)."""
+  """Whether `source` reads a path named as `path` is (by its name, or a folder)."""
   if source == 'npz':
     return path.name.lower().endswith('.npz')
   if source == 'imagefolder':
     return path.is_dir() or path.name.lower().endswith(('.tar.gz', '.tgz', '.tar'))
-  return source == 'text'
+  if source == 'tff':
+    return path.is_dir()
+  return source == 'text' and not path.is_dir()
 
 
 def choose_source(name: str, source: str | None, data_dir: str | None, default: str,
                   data_path: str | None = None) -> str:
-  """The source to read data set `name` from: `source` when given; else the local source that
-  reads `data_path` (a `.npz`: npz; a folder or a `.tar.gz`: imagefolder; Shakespeare: text);
-  else, when a data directory is named and holds a local source's file of `name`
-  (`DATA_FILES`), that source (a user who names a file or the data directory expects it
-  read, not a download); else `default`.
+  """The source to read data set `name` from: `source` when given; else the source that
+  reads `data_path` (a `.npz`: npz; a folder or a `.tar.gz`: imagefolder; Shakespeare: a file
+  text, a folder TFF's cache); else, when a data directory is named and holds a local
+  source's file of `name` (`DATA_FILES`), that source (a user who names a file or the data
+  directory expects it read, not a download); else `default`.
 
   Raises:
-    DataSourceError: a `data_path` that no local source of `name` reads, or given beside a
-      source that downloads (it would be ignored).
+    DataSourceError: a `data_path` that no source of `name` reads, or given beside a source
+      that does not read one (it would be ignored).
   """
-  local = [s for s in LOCAL_SOURCES if s in (TEXT_SOURCES if name == 'shakespeare'
-                                              else IMAGE_SOURCES)]
+  readers = [s for s in PATH_SOURCES
+             if s in (TEXT_SOURCES if name == 'shakespeare' else IMAGE_SOURCES)]
   if data_path is not None and source is None:
-    for candidate in local:
+    for candidate in readers:
       if _reads(candidate, pathlib.Path(data_path)):
         return candidate
     raise DataSourceError(f'Which source reads --data_path={data_path}? Name it with '
-                          f'--source ({" or ".join(local)}).')
-  if data_path is not None and source not in LOCAL_SOURCES:
-    raise DataSourceError(f'--data_path={data_path} is read by a local source '
-                          f'({" or ".join(local)}), not by --source={source}, which downloads.')
+                          f'--source ({" or ".join(readers)}).')
+  if data_path is not None and source not in PATH_SOURCES:
+    raise DataSourceError(f'--data_path={data_path} is read by {" or ".join(readers)}, not by '
+                          f'--source={source}, which would ignore it.')
   if source is not None:
     return source
   if data_dir is not None:
@@ -233,7 +236,10 @@ def load_images(name: str, source: str = 'keras', path: str | None = None,
 def _existing(path: str | None, source: str) -> pathlib.Path:
   if not path:
     raise DataSourceError(f"The '{source}' source needs a path (--data_path).")
-  path = pathlib.Path(path)
+  return _checked(pathlib.Path(path))
+
+
+def _checked(path: pathlib.Path) -> pathlib.Path:
   if not path.exists():
     raise DataSourceError(f'Data file {path} does not exist (`python -m experiments.get_data '
                           '--data_dir=<dir>` fetches the data sets; or give --data_path).')
@@ -313,7 +319,8 @@ def _check_declared_sizes(data: np.lib.npyio.NpzFile, path: pathlib.Path) -> Non
   for info in data.zip.infolist():
     with data.zip.open(info) as member:
       version = np.lib.format.read_magic(member)
-      shape, _, dtype = np.lib.format._read_array_header(member, version)  # pylint: disable=protected-access
+      shape, _, dtype = np.lib.format._read_array_header(  # type: ignore[attr-defined]
+          member, version)  # pylint: disable=protected-access
       declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
       if declared > info.file_size:
         raise DataSourceError(f'{path}: {info.filename} declares an array of shape {shape} '
@@ -483,8 +490,9 @@ def split_play_by_speaker(text: str, test_fraction: float = 0.2
   Returns:
     `(train, test)`, each `{speaker: [speech, ...]}` with the same speakers.
   """
-  turns = collections.defaultdict(list)
-  speaker, lines = None, []
+  turns: dict[str, list[str]] = collections.defaultdict(list)
+  speaker: str | None = None
+  lines: list[str] = []
   for line in text.splitlines() + ['']:
     if speaker is None:
       match = _SPEAKER_LINE.match(line)

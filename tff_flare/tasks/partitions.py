@@ -63,7 +63,7 @@ def dirichlet(labels: np.ndarray, num_clients: int, alpha: float, seed: int,
     raise ValueError(f'alpha must be > 0, got {alpha}.')
   rng = np.random.default_rng(seed)
   for _ in range(100):
-    parts = [[] for _ in range(num_clients)]
+    parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
     for c in np.unique(labels):
       members = rng.permutation(np.flatnonzero(labels == c))
       proportions = rng.dirichlet(np.full(num_clients, alpha))
