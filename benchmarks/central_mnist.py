@@ -21,10 +21,12 @@ from tff_flare.execution import cleanup
 
 _NPZ = flags.DEFINE_string('npz', '../shared/datasets/mnist.npz', 'Keras-layout MNIST .npz.')
 _BATCH = flags.DEFINE_integer('batch_size', 64, 'Batch size.', lower_bound=1)
-_LR = flags.DEFINE_float('learning_rate', 0.215, 'SGD learning rate (the authors\' CNN lr).',
-                         lower_bound=0.0, upper_bound=100.0)
-_MOMENTUM = flags.DEFINE_float('momentum', 0.0, 'SGD momentum.', lower_bound=0.0,
-                               upper_bound=1.0)
+_LR = flags.DEFINE_float('learning_rate',
+                         0.215,
+                         'SGD learning rate (the authors\' CNN lr).',
+                         lower_bound=0.0,
+                         upper_bound=100.0)
+_MOMENTUM = flags.DEFINE_float('momentum', 0.0, 'SGD momentum.', lower_bound=0.0, upper_bound=1.0)
 _DOUBLE_SOFTMAX = flags.DEFINE_bool('double_softmax', True,
                                     "Keep the authors' second softmax (Q4).")
 
@@ -41,8 +43,7 @@ def main(argv):
                 metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
   initial = model.evaluate(x_test, arrays.y_test, batch_size=600, verbose=0)
   start = time.perf_counter()
-  model.fit(x_train, arrays.y_train, batch_size=_BATCH.value, epochs=1, shuffle=True,
-            verbose=0)
+  model.fit(x_train, arrays.y_train, batch_size=_BATCH.value, epochs=1, shuffle=True, verbose=0)
   seconds = time.perf_counter() - start
   final = model.evaluate(x_test, arrays.y_test, batch_size=600, verbose=0)
   print(f'initial test loss {initial[0]:.4f} accuracy {initial[1]:.4f}')

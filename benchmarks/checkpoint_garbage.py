@@ -29,7 +29,9 @@ from tff_flare.algorithms import model_facts
 from tff_flare.execution import cleanup
 from tff_flare.tasks import models
 
-_SAVES = flags.DEFINE_integer('saves', 5, 'Checkpoint saves with the cyclic collector off.',
+_SAVES = flags.DEFINE_integer('saves',
+                              5,
+                              'Checkpoint saves with the cyclic collector off.',
                               lower_bound=1)
 
 
@@ -42,8 +44,10 @@ def _rss_mib() -> float:
 def main(argv):
   del argv
   cleanup.install_process_cleanup()
-  shapes = [tuple(s.shape) for s in model_facts.model_facts(
-      models.tff_model_fn(models.mnist_fc, (784,))).specs]
+  shapes = [
+      tuple(s.shape)
+      for s in model_facts.model_facts(models.tff_model_fn(models.mnist_fc, (784,))).specs
+  ]
   server = [np.full(s, 0.5, np.float32) for s in shapes]
   state_mib = 4 * sum(int(np.prod(s)) for s in shapes) / 2**20
   directory = tempfile.mkdtemp()
@@ -59,8 +63,8 @@ def main(argv):
       readings = []
       for _ in range(_SAVES.value):
         version += 1
-        asyncio.run(manager.save(collections.OrderedDict(round=np.int64(version),
-                                                         server=server), version))
+        asyncio.run(
+            manager.save(collections.OrderedDict(round=np.int64(version), server=server), version))
         if collect:
           gc.collect()
         readings.append(_rss_mib())
@@ -68,8 +72,8 @@ def main(argv):
               f'{readings[-1]:.0f} MiB')
       if not collect:
         found = gc.collect()
-        graphs = collections.Counter(re.sub(r'_\d+$', '', o.name) for o in gc.garbage
-                                     if type(o).__name__ == 'FuncGraph')
+        graphs = collections.Counter(
+            re.sub(r'_\d+$', '', o.name) for o in gc.garbage if type(o).__name__ == 'FuncGraph')
         del gc.garbage[:]
         gc.set_debug(0)  # From here a collection frees what it finds.
         print(f'one gc.collect() after {_SAVES.value} saves: {found} objects in cycles, '

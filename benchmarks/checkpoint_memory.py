@@ -63,21 +63,23 @@ def _rss_gb() -> float:
 
 
 def _run_child(layout: str, phase: str, directory: str) -> dict:
-  shapes = [tuple(s.shape) for s in model_facts.model_facts(
-      models.tff_model_fn(models.mnist_fc, (784,))).specs]
-  store = client_state.ClientStateStore(lambda: collections.OrderedDict(
-      accumulator=[np.zeros(s, np.float32) for s in shapes]))
+  shapes = [
+      tuple(s.shape)
+      for s in model_facts.model_facts(models.tff_model_fn(models.mnist_fc, (784,))).specs
+  ]
+  store = client_state.ClientStateStore(
+      lambda: collections.OrderedDict(accumulator=[np.zeros(s, np.float32) for s in shapes]))
   ids = [f'c{i}' for i in range(_CLIENTS.value)]
   runs = [_Run('flare', [np.float32(0.0)], store)]
   checkpoints = checkpoints_lib.Checkpoints(directory, runs, ids)
   manager = tff.program.FileProgramStateManager(directory)
   old = lambda arrays: collections.OrderedDict(
-      round=np.int64(1), flare=collections.OrderedDict(server=[np.float32(0.0)],
-                                                        clients=arrays))
+      round=np.int64(1), flare=collections.OrderedDict(server=[np.float32(0.0)], clients=arrays))
   if phase == 'save':
     for i, cid in enumerate(ids):
-      store.update([cid], [collections.OrderedDict(
-          accumulator=[np.full(s, float(i), np.float32) for s in shapes])])
+      store.update(
+          [cid],
+          [collections.OrderedDict(accumulator=[np.full(s, float(i), np.float32) for s in shapes])])
   before = _rss_gb()
   start = time.perf_counter()
   if phase == 'save' and layout == 'files':
@@ -91,8 +93,10 @@ def _run_child(layout: str, phase: str, directory: str) -> dict:
     store.restore_checkpoint_arrays(ids, list(saved['flare']['clients']))
   seconds = time.perf_counter() - start
   checksum = float(sum(store.get(cid)['accumulator'][-1].sum() for cid in ids))
-  return dict(before_gb=before, extra_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-              / 2**20 - before, seconds=seconds, checksum=checksum,
+  return dict(before_gb=before,
+              extra_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20 - before,
+              seconds=seconds,
+              checksum=checksum,
               state_gb=4 * sum(int(np.prod(s)) for s in shapes) * len(ids) / 2**30)
 
 
@@ -108,12 +112,14 @@ def main(argv):
     directory = tempfile.mkdtemp()
     try:
       for phase in ('save', 'restore'):
-        output = subprocess.run(
-            [sys.executable, '-m', 'benchmarks.checkpoint_memory', f'--child={layout}:{phase}',
-             f'--directory={directory}', f'--clients={_CLIENTS.value}'],
-            capture_output=True, text=True, check=True).stdout
-        rows.append(dict(layout=layout, phase=phase,
-                         **json.loads(output.strip().splitlines()[-1])))
+        output = subprocess.run([
+            sys.executable, '-m', 'benchmarks.checkpoint_memory', f'--child={layout}:{phase}',
+            f'--directory={directory}', f'--clients={_CLIENTS.value}'
+        ],
+                                capture_output=True,
+                                text=True,
+                                check=True).stdout
+        rows.append(dict(layout=layout, phase=phase, **json.loads(output.strip().splitlines()[-1])))
     finally:
       shutil.rmtree(directory, ignore_errors=True)
   print(f'FC accumulators in RAM: {_CLIENTS.value} clients, {rows[0]["state_gb"]:.2f} GiB of '

@@ -31,13 +31,13 @@ from tff_flare.execution import cleanup
 
 _CLIENTS = flags.DEFINE_integer('clients', 100, 'Clients with a state.', lower_bound=1)
 _PER_ROUND = flags.DEFINE_integer('per_round', 10, 'Clients sampled per round.', lower_bound=1)
-_ROUNDS = flags.DEFINE_integer('rounds', 3, 'Rounds after every client has a state.',
-                               lower_bound=1)
+_ROUNDS = flags.DEFINE_integer('rounds', 3, 'Rounds after every client has a state.', lower_bound=1)
 _STORAGES = flags.DEFINE_list('storages', ['disk', 'memory'], 'Stores to measure.')
 binary.each_one_of(_STORAGES, ('disk', 'memory'), 'disk, memory')
 _CHILD = flags.DEFINE_string('child', None, 'Internal: run one storage and print JSON.')
-_DIRECTORY = flags.DEFINE_string('directory', None, 'Where the disk store writes (a '
-                                 'temporary directory by default).')
+_DIRECTORY = flags.DEFINE_string(
+    'directory', None, 'Where the disk store writes (a '
+    'temporary directory by default).')
 
 
 def _fc_shapes() -> list[tuple[int, ...]]:
@@ -51,8 +51,7 @@ def _state(shapes, value: float):
 
 def _run_child(storage: str, directory: str) -> dict:
   shapes = _fc_shapes()
-  initial = lambda: collections.OrderedDict(
-      accumulator=[np.zeros(s, np.float32) for s in shapes])
+  initial = lambda: collections.OrderedDict(accumulator=[np.zeros(s, np.float32) for s in shapes])
   if storage == 'memory':
     store = client_state.ClientStateStore(initial)
   else:
@@ -76,9 +75,11 @@ def _run_child(storage: str, directory: str) -> dict:
     store.commit(round_num, [round_num - 1, round_num])  # A checkpoint every round.
     round_seconds.append(time.perf_counter() - start)
   checksum = [float(store.get(cid)['accumulator'][-1].sum()) for cid in ids]
-  return dict(storage=storage, peak_rss_gb=resource.getrusage(
-      resource.RUSAGE_SELF).ru_maxrss / 2**20, fill_seconds=fill_seconds,
-              round_seconds=float(np.mean(round_seconds)), checksum=checksum,
+  return dict(storage=storage,
+              peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+              fill_seconds=fill_seconds,
+              round_seconds=float(np.mean(round_seconds)),
+              checksum=checksum,
               state_gb=4 * sum(int(np.prod(s)) for s in shapes) * len(ids) / 1e9)
 
 
@@ -92,11 +93,14 @@ def main(argv):
   for storage in _STORAGES.value:
     directory = tempfile.mkdtemp(dir=_DIRECTORY.value)
     try:
-      output = subprocess.run(
-          [sys.executable, '-m', 'benchmarks.client_state_memory', f'--child={storage}',
-           f'--directory={directory}', f'--clients={_CLIENTS.value}',
-           f'--per_round={_PER_ROUND.value}', f'--rounds={_ROUNDS.value}'],
-          capture_output=True, text=True, check=True).stdout
+      output = subprocess.run([
+          sys.executable, '-m', 'benchmarks.client_state_memory', f'--child={storage}',
+          f'--directory={directory}', f'--clients={_CLIENTS.value}',
+          f'--per_round={_PER_ROUND.value}', f'--rounds={_ROUNDS.value}'
+      ],
+                              capture_output=True,
+                              text=True,
+                              check=True).stdout
     finally:
       shutil.rmtree(directory, ignore_errors=True)
     results.append(json.loads(output.strip().splitlines()[-1]))

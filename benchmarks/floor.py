@@ -53,19 +53,20 @@ from tff_flare.simulation import loop
 
 _MODEL = flags.DEFINE_enum('model', 'cnn', list(synthetic.MODELS), 'The model.')
 _CLIENTS = flags.DEFINE_integer('clients', 10, 'Clients per round.', lower_bound=1)
-_EXAMPLES = flags.DEFINE_integer('examples_per_client', 600, 'Images per client.',
-                                 lower_bound=1)
+_EXAMPLES = flags.DEFINE_integer('examples_per_client', 600, 'Images per client.', lower_bound=1)
 _BATCH = flags.DEFINE_integer('batch_size', 600, 'Local batch size.', lower_bound=1)
 _ALGORITHMS = flags.DEFINE_list('algorithms', ['flare'], 'Algorithms of the whole rounds.')
 _MODES = flags.DEFINE_list('modes', ['inprocess', 'local'], 'Modes of the whole rounds.')
-_ROUNDS = flags.DEFINE_integer('rounds', 3, 'Timed rounds per algorithm and mode (median).',
+_ROUNDS = flags.DEFINE_integer('rounds',
+                               3,
+                               'Timed rounds per algorithm and mode (median).',
                                lower_bound=1)
 _REPEATS = flags.DEFINE_integer('repeats', 5, 'Timings of each piece (median).', lower_bound=1)
-_THREADS = flags.DEFINE_integer('client_threads', None, 'In-process client threads.',
-                                lower_bound=1)
+_THREADS = flags.DEFINE_integer('client_threads', None, 'In-process client threads.', lower_bound=1)
 _MATMUL_N = flags.DEFINE_integer('matmul_n', 4096, 'Size of the square matmul.', lower_bound=1)
 _EVAL_EXAMPLES = flags.DEFINE_integer(
-    'eval_examples', 0, 'Also time an evaluation of this many test examples (images; the '
+    'eval_examples',
+    0, 'Also time an evaluation of this many test examples (images; the '
     "GRU's sequences, in its batches of 8) against the bare Keras forward passes.",
     lower_bound=0)
 binary.each_one_of(_ALGORITHMS, registry.NAMES, ', '.join(registry.NAMES))
@@ -144,7 +145,8 @@ def step_flops(keras_model: tf.keras.Model, batch_size: int) -> tuple[float, lis
       fan_in, fan_out = layer.kernel.shape
       positions = int(np.prod(layer.output.shape[1:-1]))
       macs = positions * fan_in * fan_out
-      what = f'Dense {fan_in}x{fan_out}' + (f' at {positions} positions' if positions > 1 else '') + f': {positions}*{fan_in}*{fan_out}'
+      what = f'Dense {fan_in}x{fan_out}' + (f' at {positions} positions' if positions > 1 else
+                                            '') + f': {positions}*{fan_in}*{fan_out}'
     elif isinstance(layer, tf.keras.layers.Conv2D):
       kh, kw, c_in, c_out = layer.kernel.shape
       _, h_out, w_out, _ = layer.output.shape
@@ -199,8 +201,8 @@ def evaluation_fns(model: str, num_examples: int) -> dict:
   batches, a bare Keras forward pass per batch (inference: dropout off, no loss)."""
   spec = synthetic.MODELS[model]
   batch_size = 8 if spec.text else 500  # The GRU's fixed batch; the image tasks' test batch.
-  test = synthetic.client_data(model, 1, num_examples, batch_size).create_tf_dataset_for_client(
-      'client_0')
+  test = synthetic.client_data(model, 1, num_examples,
+                               batch_size).create_tf_dataset_for_client('client_0')
   evaluate = evaluation.build_evaluate_fn(synthetic.model_fn(model), test)
   weights = tff.learning.models.ModelWeights.from_model(synthetic.model_fn(model)())
   weights = tf.nest.map_structure(lambda v: np.asarray(v.numpy()), weights)
@@ -237,17 +239,18 @@ def flare_pieces(model: str, num_clients: int) -> collections.OrderedDict:
   """Seconds of FLARE's extra work per client, and of the server's step, each alone."""
   server = [tf.constant(w) for w in synthetic.model_fn(model)().trainable_variables]
   rng = np.random.default_rng(0)
-  accumulator = [tf.constant(rng.normal(scale=1e-3, size=v.shape).astype(np.float32))
-                 for v in server]
-  delta = [tf.constant(rng.normal(scale=1e-3, size=v.shape).astype(np.float32))
-           for v in server]
+  accumulator = [
+      tf.constant(rng.normal(scale=1e-3, size=v.shape).astype(np.float32)) for v in server
+  ]
+  delta = [tf.constant(rng.normal(scale=1e-3, size=v.shape).astype(np.float32)) for v in server]
   regularized = [True] * len(server)
   masks = tf.function(lambda a: regularizers.flare_masks(a, regularized, 50.0))
   top_k = tf.function(lambda u: sparsification.sparsify(u, _KEEP_PERCENT))
-  state_updates = tf.function(lambda s, a, d: ([x + y for x, y in zip(s, a)],
-                                               [x + y for x, y in zip(d, a)]))
-  server_step = tf.function(lambda s, messages: [
-      w + tf.add_n(list(parts)) / float(num_clients) for w, parts in zip(s, zip(*messages))])
+  state_updates = tf.function(lambda s, a, d:
+                              ([x + y for x, y in zip(s, a)], [x + y for x, y in zip(d, a)]))
+  server_step = tf.function(
+      lambda s, messages:
+      [w + tf.add_n(list(parts)) / float(num_clients) for w, parts in zip(s, zip(*messages))])
   repeats = _REPEATS.value
   with selection.native_kernels():  # Traced at the first call, below.
     update = [d + a for d, a in zip(delta, accumulator)]
@@ -255,26 +258,29 @@ def flare_pieces(model: str, num_clients: int) -> collections.OrderedDict:
     pieces = collections.OrderedDict(
         masks=_median_seconds(lambda: _read_one(masks(accumulator)), repeats),
         top_k=_median_seconds(lambda: _read_one(top_k(update)), repeats),
-        state_updates=_median_seconds(
-            lambda: _read_one(state_updates(server, accumulator, delta)), repeats))
-    pieces['server'] = _median_seconds(
-        lambda: _read_one(server_step(server, [sent] * num_clients)), repeats)
+        state_updates=_median_seconds(lambda: _read_one(state_updates(server, accumulator, delta)),
+                                      repeats))
+    pieces['server'] = _median_seconds(lambda: _read_one(server_step(server, [sent] * num_clients)),
+                                       repeats)
   return pieces
 
 
 def build_processes(names, model_fn) -> dict:
   spec = synthetic.MODELS[_MODEL.value]
   hparams = registry.Hyperparameters(
-      client_optimizer=synthetic.client_optimizer(_MODEL.value), keep_percent=_KEEP_PERCENT,
-      tau=_TAU, tau_decay=_TAU_DECAY, reg_steps=spec.reg_steps, total_clients=_CLIENTS.value,
+      client_optimizer=synthetic.client_optimizer(_MODEL.value),
+      keep_percent=_KEEP_PERCENT,
+      tau=_TAU,
+      tau_decay=_TAU_DECAY,
+      reg_steps=spec.reg_steps,
+      total_clients=_CLIENTS.value,
       # The GRU's embedding is not regularized (the authors'; tasks.registry).
       is_regularized=(lambda name: 'embedding' not in name) if spec.text else None)
-  return collections.OrderedDict((name, registry.build(name, model_fn, hparams))
-                                 for name in names)
+  return collections.OrderedDict((name, registry.build(name, model_fn, hparams)) for name in names)
 
 
-def round_seconds(mode: str, processes, task, initial, bare_client, rounds: int
-                  ) -> dict[str, tuple[float, float]]:
+def round_seconds(mode: str, processes, task, initial, bare_client,
+                  rounds: int) -> dict[str, tuple[float, float]]:
   """{algorithm: (median s/round, median of round / (clients x bare client))} in `mode`.
 
   Each timed round (after one untimed, with tracing) follows a bare client's steps, timed
@@ -284,20 +290,24 @@ def round_seconds(mode: str, processes, task, initial, bare_client, rounds: int
   threads = _THREADS.value if mode == 'inprocess' else None
   results = {}
   with modes.build_execution(mode, num_threads=threads) as execution:
-    runs = [loop.AlgorithmRun(name, process, execution, initial_weights=initial)
-            for name, process in processes.items()]
+    runs = [
+        loop.AlgorithmRun(name, process, execution, initial_weights=initial)
+        for name, process in processes.items()
+    ]
     seconds, bare = collections.defaultdict(list), collections.defaultdict(list)
     for round_num in range(rounds + 1):
       for run in runs:
         bare_seconds = _seconds(bare_client)
-        round_time = _seconds(lambda: run.run_round(ids, task.client_datasets(ids, round_num)))  # noqa: B023
+        round_time = _seconds(
+            lambda: run.run_round(ids, task.client_datasets(ids, round_num)))  # noqa: B023
         if round_num:
           seconds[run.name].append(round_time)
           bare[run.name].append(len(ids) * bare_seconds)
   for name, values in seconds.items():
-    print(f'{mode} {name}: rounds of {", ".join(f"{t:.3f}" for t in values)} s, '
-          f'{len(ids)} x bare before each {", ".join(f"{t:.3f}" for t in bare[name])} s',
-          flush=True)
+    print(
+        f'{mode} {name}: rounds of {", ".join(f"{t:.3f}" for t in values)} s, '
+        f'{len(ids)} x bare before each {", ".join(f"{t:.3f}" for t in bare[name])} s',
+        flush=True)
     results[name] = (statistics.median(values), median_ratio(values, bare[name]))
   return results
 
@@ -321,7 +331,8 @@ def main(argv):
         f'{len(tf.config.list_physical_devices("GPU"))} GPU(s)')
   print('FLOPs of a step (first batch):\n' + '\n'.join(flops_per_batch[0][1]))
   bare_client = bare_client_fn(model, batches)
-  figures = dict(matmul=matmul_fn(_MATMUL_N.value), bare=bare_client,
+  figures = dict(matmul=matmul_fn(_MATMUL_N.value),
+                 bare=bare_client,
                  local=local_training_fn(model, dataset))
   reference = _REFERENCE.get(model)
   if reference:  # The same model with Keras's own layer, timed in turn with the others.
@@ -353,10 +364,10 @@ def main(argv):
     pieces = flare_pieces(model, clients)
     extra = pieces['masks'] + pieces['top_k'] + pieces['state_updates']
     server = pieces['server']
-    print('FLARE pieces, ms: ' + ', '.join(f'{k} {1000 * v:.1f}' for k, v in pieces.items())
-          + f' (per client {1000 * extra:.1f}, the server once a round)')
-  initial = tf.nest.map_structure(
-      np.asarray, tff.learning.models.ModelWeights.from_model(task.model_fn()))
+    print('FLARE pieces, ms: ' + ', '.join(f'{k} {1000 * v:.1f}' for k, v in pieces.items()) +
+          f' (per client {1000 * extra:.1f}, the server once a round)')
+  initial = tf.nest.map_structure(np.asarray,
+                                  tff.learning.models.ModelWeights.from_model(task.model_fn()))
   results = collections.OrderedDict(
       (mode, round_seconds(mode, processes, task, initial, bare_client, _ROUNDS.value))
       for mode in _MODES.value)

@@ -30,14 +30,18 @@ from tff_flare.execution import cleanup
 from tff_flare.execution import modes
 from tff_flare.simulation import loop
 
-_MODEL = flags.DEFINE_enum('model', 'vgg11', ['vgg11', 'vgg16', 'gru', 'gru_keras'],
-                           'The model.')
-_ALLOW_CPU = flags.DEFINE_bool('allow_cpu', False, 'Time the rounds on the CPU when TF sees '
-                               'no GPU (slow: seconds to minutes per step on 2 cores).')
-_CLIENTS = flags.DEFINE_integer('clients', 4, 'Clients per round (the authors\' VGG: 4).',
+_MODEL = flags.DEFINE_enum('model', 'vgg11', ['vgg11', 'vgg16', 'gru', 'gru_keras'], 'The model.')
+_ALLOW_CPU = flags.DEFINE_bool(
+    'allow_cpu', False, 'Time the rounds on the CPU when TF sees '
+    'no GPU (slow: seconds to minutes per step on 2 cores).')
+_CLIENTS = flags.DEFINE_integer('clients',
+                                4,
+                                'Clients per round (the authors\' VGG: 4).',
                                 lower_bound=1)
-_EXAMPLES = flags.DEFINE_integer('examples_per_client', 1000, 'Examples per client (images; '
-                                 "the GRU's sequences of 100 characters).", lower_bound=1)
+_EXAMPLES = flags.DEFINE_integer('examples_per_client',
+                                 1000, 'Examples per client (images; '
+                                 "the GRU's sequences of 100 characters).",
+                                 lower_bound=1)
 _ROUNDS = flags.DEFINE_integer('rounds', 2, 'Timed rounds per mode.', lower_bound=1)
 _MODES = flags.DEFINE_list('modes', ['inprocess', 'local'], 'Modes to time.')
 binary.each_one_of(_MODES, ('inprocess', 'local'), 'inprocess, local')
@@ -51,9 +55,11 @@ def main(argv):
         f'{", ".join(d.name for d in tf.config.list_physical_devices()) or "nothing"}')
   print(f'built with CUDA: {tf.test.is_built_with_cuda()}')
   if not gpus and not _ALLOW_CPU.value:
-    print('No GPU: TensorFlow sees none, so the in-process mode would run on the CPU. Check '
-          'the driver and a CUDA build of TensorFlow (tf.config.list_physical_devices), or '
-          'pass --allow_cpu to time the CPU.', file=sys.stderr)
+    print(
+        'No GPU: TensorFlow sees none, so the in-process mode would run on the CPU. Check '
+        'the driver and a CUDA build of TensorFlow (tf.config.list_physical_devices), or '
+        'pass --allow_cpu to time the CPU.',
+        file=sys.stderr)
     return 1
   probe = tf.matmul(tf.ones([8, 8]), tf.ones([8, 8]))
   print(f'the in-process mode places a matmul on: {probe.device}')
@@ -62,8 +68,11 @@ def main(argv):
   batch = 8 if spec.text else 500
   task = synthetic.task(model, _CLIENTS.value, _EXAMPLES.value, batch)
   hparams = registry.Hyperparameters(
-      client_optimizer=synthetic.client_optimizer(model), keep_percent=0.001, tau=0.05,
-      tau_decay=1.01, reg_steps=spec.reg_steps,
+      client_optimizer=synthetic.client_optimizer(model),
+      keep_percent=0.001,
+      tau=0.05,
+      tau_decay=1.01,
+      reg_steps=spec.reg_steps,
       is_regularized=(lambda name: 'embedding' not in name) if spec.text else None)
   process = registry.build('flare', task.model_fn, hparams)
   ids = task.train_data.client_ids
@@ -71,8 +80,10 @@ def main(argv):
   initial = tf.nest.map_structure(np.asarray,
                                   tff.learning.models.ModelWeights.from_model(task.model_fn()))
   steps = sum(1 for _ in datasets[0])
-  print(f'{model} ({sum(np.size(w) for w in initial.trainable):,} parameters), FLARE, '
-        f'{_CLIENTS.value} client(s) x {steps} step(s) of {batch}', flush=True)
+  print(
+      f'{model} ({sum(np.size(w) for w in initial.trainable):,} parameters), FLARE, '
+      f'{_CLIENTS.value} client(s) x {steps} step(s) of {batch}',
+      flush=True)
   for mode in _MODES.value:
     with modes.build_execution(mode) as execution:
       run = loop.AlgorithmRun('flare', process, execution, initial_weights=initial)
@@ -83,8 +94,10 @@ def main(argv):
         if round_num:
           seconds.append(time.perf_counter() - start)
     per_round = statistics.median(seconds)
-    print(f'{mode:<10} {per_round:8.2f} s per round = {per_round / _CLIENTS.value / steps:.3f} '
-          f's per client step ({run.where})', flush=True)
+    print(
+        f'{mode:<10} {per_round:8.2f} s per round = {per_round / _CLIENTS.value / steps:.3f} '
+        f's per client step ({run.where})',
+        flush=True)
   return 0
 
 

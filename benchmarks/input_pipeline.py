@@ -34,16 +34,20 @@ from tff_flare.execution import cleanup
 _MNIST = flags.DEFINE_string('mnist_npz', '../shared/datasets/mnist.npz', 'MNIST .npz.')
 _CIFAR = flags.DEFINE_string('cifar10', '../shared/datasets/cifar10_imagefolder.tar.gz',
                              'CIFAR-10 image folder or .tar.gz.')
-_TRAIN_BATCHES = flags.DEFINE_integer('train_batches', 3, 'Batches timed for local training.',
+_TRAIN_BATCHES = flags.DEFINE_integer('train_batches',
+                                      3,
+                                      'Batches timed for local training.',
                                       lower_bound=1)
 
 
 def _synthetic_npz(directory, shape, num_train):
   path = os.path.join(directory, f'synthetic_{num_train}.npz')
   rng = np.random.default_rng(0)
-  np.savez(path, x_train=rng.integers(0, 256, (num_train,) + shape, dtype=np.uint8),
+  np.savez(path,
+           x_train=rng.integers(0, 256, (num_train,) + shape, dtype=np.uint8),
            y_train=rng.integers(0, 10, num_train, dtype=np.uint8),
-           x_test=np.zeros((10,) + shape, np.uint8), y_test=np.zeros(10, np.uint8))
+           x_test=np.zeros((10,) + shape, np.uint8),
+           y_test=np.zeros(10, np.uint8))
   return path
 
 
@@ -51,8 +55,8 @@ def _task(name, path, shape, num_train, tmp):
   if os.path.exists(path):
     source = 'npz' if path.endswith('.npz') else 'imagefolder'
     return tasks.build_task(name, source=source, data_path=path), path
-  return tasks.build_task(name, source='npz', data_path=_synthetic_npz(tmp, shape, num_train)), (
-      'synthetic')
+  return tasks.build_task(name, source='npz', data_path=_synthetic_npz(tmp, shape,
+                                                                       num_train)), ('synthetic')
 
 
 def data_seconds(task) -> tuple[float, int]:
@@ -72,8 +76,7 @@ def train_seconds_per_batch(task, num_batches: int) -> float:
                                                  momentum=task.hparams['momentum'] or None)
   weights = tff.learning.models.ModelWeights.from_model(model)
   initial = tf.nest.map_structure(tf.identity, weights)
-  batch = next(iter(task.train_data.create_tf_dataset_for_client(
-      task.train_data.client_ids[0])))
+  batch = next(iter(task.train_data.create_tf_dataset_for_client(task.train_data.client_ids[0])))
   one_batch = tf.data.Dataset.from_tensors(batch)
 
   @tf.function

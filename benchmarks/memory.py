@@ -36,30 +36,36 @@ _ALGORITHMS = flags.DEFINE_list('algorithms', ['flare', 'ec', 'ef21_dense', 'fed
                                 'Algorithms, one run each.')
 _STORAGES = flags.DEFINE_list('storages', ['memory', 'disk'], 'Client-state stores.')
 _ROUNDS = flags.DEFINE_integer('rounds', 1, 'Rounds of each run.', lower_bound=1)
-_THREADS = flags.DEFINE_integer('client_threads', 2, 'Client threads of each run.',
-                                lower_bound=1)
+_THREADS = flags.DEFINE_integer('client_threads', 2, 'Client threads of each run.', lower_bound=1)
 _DATA_DIR = flags.DEFINE_string('data_dir', 'data', 'The data directory (--data_dir of runs).')
 _SOURCE = flags.DEFINE_string('source', 'npz', 'The data source of the image tasks.')
 binary.each_one_of(_TASKS, tasks.TASK_NAMES, ', '.join(tasks.TASK_NAMES))
 binary.each_one_of(_ALGORITHMS, registry.NAMES, ', '.join(registry.NAMES))
 binary.each_one_of(_STORAGES, config.CLIENT_STATE_STORAGES, ', '.join(config.CLIENT_STATE_STORAGES))
 _NUM_CLIENTS = flags.DEFINE_integer(
-    'num_clients', None, 'Clients of each run (default: the task\'s; the offline Shakespeare '
-    'play has 2 roles with enough lines).', lower_bound=1)
+    'num_clients',
+    None, 'Clients of each run (default: the task\'s; the offline Shakespeare '
+    'play has 2 roles with enough lines).',
+    lower_bound=1)
 
 
 def _cell(task: str, algorithm: str, storage: str, directory: str) -> dict:
   output = os.path.join(directory, f'{task}_{algorithm}_{storage}')
-  command = [sys.executable, '-m', 'experiments.run_experiment', f'--task={task}',
-             f'--algorithms={algorithm}', f'--rounds={_ROUNDS.value}', '--eval_every=1',
-             '--checkpoint_every=1', f'--client_state_storage={storage}',
-             f'--client_threads={_THREADS.value}', f'--data_dir={_DATA_DIR.value}',
-             f'--output_dir={output}']
+  command = [
+      sys.executable, '-m', 'experiments.run_experiment', f'--task={task}',
+      f'--algorithms={algorithm}', f'--rounds={_ROUNDS.value}', '--eval_every=1',
+      '--checkpoint_every=1', f'--client_state_storage={storage}',
+      f'--client_threads={_THREADS.value}', f'--data_dir={_DATA_DIR.value}',
+      f'--output_dir={output}'
+  ]
   if task != 'shakespeare_gru':
     command.append(f'--source={_SOURCE.value}')
   if _NUM_CLIENTS.value is not None:
     command.append(f'--num_clients={_NUM_CLIENTS.value}')
-  result = subprocess.run(command, capture_output=True, text=True, check=False,
+  result = subprocess.run(command,
+                          capture_output=True,
+                          text=True,
+                          check=False,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
   if result.returncode != 0:
     return dict(error=(result.stderr.strip().splitlines() or ['?'])[-1][:300])
@@ -81,8 +87,10 @@ def main(argv):
             continue
           peak, estimate = cell['peak_gib'], cell['estimated_peak_gib']
           floor = cell['floor_gib']
-          print(f'{task:<16}{algorithm:<12}{storage:<8}{peak:>9.2f}{estimate:>9.2f}'
-                f'{estimate / peak:>9.2f}{floor:>7.2f}{peak / floor:>11.2f}', flush=True)
+          print(
+              f'{task:<16}{algorithm:<12}{storage:<8}{peak:>9.2f}{estimate:>9.2f}'
+              f'{estimate / peak:>9.2f}{floor:>7.2f}{peak / floor:>11.2f}',
+              flush=True)
 
 
 if __name__ == '__main__':

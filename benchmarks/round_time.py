@@ -49,17 +49,16 @@ from tff_flare.execution import cleanup
 
 _MODEL = flags.DEFINE_enum('model', 'cnn', ['cnn', 'fc'], "The authors' MNIST CNN or FC.")
 _CLIENTS = flags.DEFINE_integer('clients', 10, 'Clients per round.', lower_bound=1)
-_EXAMPLES = flags.DEFINE_integer('examples_per_client', 600, 'Images per client.',
-                                 lower_bound=1)
+_EXAMPLES = flags.DEFINE_integer('examples_per_client', 600, 'Images per client.', lower_bound=1)
 _BATCH = flags.DEFINE_integer('batch_size', 600, 'Local batch size.', lower_bound=1)
 _ROUNDS = flags.DEFINE_integer('rounds', 2, 'Timed rounds per mode.', lower_bound=1)
 _ALGORITHMS = flags.DEFINE_list('algorithms', ['flare', 'ec', 'fedavg', 'tff_fedavg'],
                                 'Algorithms to time.')
-_MODES = flags.DEFINE_list('modes', ['local', 'inprocess'],
-                           'Modes to time: local, inprocess, workers=N; with :files the client '
-                           'states are files (see above).')
-_THREADS = flags.DEFINE_integer('client_threads', None, 'In-process client threads.',
-                                lower_bound=1)
+_MODES = flags.DEFINE_list(
+    'modes', ['local', 'inprocess'],
+    'Modes to time: local, inprocess, workers=N; with :files the client '
+    'states are files (see above).')
+_THREADS = flags.DEFINE_integer('client_threads', None, 'In-process client threads.', lower_bound=1)
 binary.each_one_of(_ALGORITHMS, registry.NAMES, ', '.join(registry.NAMES))
 
 
@@ -67,13 +66,12 @@ def _is_mode(mode: str) -> bool:
   """local, inprocess or workers=N (N >= 1), each optionally followed by :files."""
   execution, _, files = mode.partition(':')
   count = execution.removeprefix('workers=')
-  return files in ('', 'files') and (
-      execution in ('local', 'inprocess') or
-      (execution.startswith('workers=') and count.isdigit() and int(count) >= 1))
+  return files in ('', 'files') and (execution in ('local', 'inprocess') or
+                                     (execution.startswith('workers=') and count.isdigit() and
+                                      int(count) >= 1))
 
 
 binary.each_one_of(_MODES, _is_mode, 'local, inprocess or workers=N, each optionally with :files')
-
 
 
 def _time_mode(mode, processes, data, initial, rounds):
@@ -92,10 +90,15 @@ def _time_mode(mode, processes, data, initial, rounds):
     execution = modes.build_execution(mode, num_threads=_THREADS.value)
   try:
     with execution:
-      runs = [loop.AlgorithmRun(name, process, execution, initial_weights=initial,
-                                client_state_dir=os.path.join(directory, name) if files else None,
-                                states_written_by_clients=bool(files))
-              for name, process in processes.items()]
+      runs = [
+          loop.AlgorithmRun(name,
+                            process,
+                            execution,
+                            initial_weights=initial,
+                            client_state_dir=os.path.join(directory, name) if files else None,
+                            states_written_by_clients=bool(files))
+          for name, process in processes.items()
+      ]
       seconds, traffic = collections.defaultdict(list), collections.defaultdict(list)
       for round_num in range(rounds + 1):
         for run in runs:
@@ -107,8 +110,10 @@ def _time_mode(mode, processes, data, initial, rounds):
             seconds[run.name].append(time.perf_counter() - start)
             traffic[run.name].append(
                 execution.stats.total_bytes() if execution.stats is not None else 0)
-      return {run.name: (statistics.mean(seconds[run.name]), statistics.mean(traffic[run.name]),
-                         [np.asarray(w) for w in run.model_weights().trainable]) for run in runs}
+      return {
+          run.name: (statistics.mean(seconds[run.name]), statistics.mean(traffic[run.name]),
+                     [np.asarray(w) for w in run.model_weights().trainable]) for run in runs
+      }
   finally:
     for item in stack:
       item.stop()
@@ -120,9 +125,12 @@ def main(argv):
   cleanup.install_process_cleanup()
   model_fn = synthetic.model_fn(_MODEL.value)
   data = synthetic.client_data(_MODEL.value, _CLIENTS.value, _EXAMPLES.value, _BATCH.value)
-  hparams = registry.Hyperparameters(
-      client_optimizer=synthetic.client_optimizer(_MODEL.value),
-      keep_percent=0.001, tau=0.05, tau_decay=1.1, reg_steps=1, total_clients=_CLIENTS.value)
+  hparams = registry.Hyperparameters(client_optimizer=synthetic.client_optimizer(_MODEL.value),
+                                     keep_percent=0.001,
+                                     tau=0.05,
+                                     tau_decay=1.1,
+                                     reg_steps=1,
+                                     total_clients=_CLIENTS.value)
   processes = collections.OrderedDict(
       (name, registry.build(name, model_fn, hparams)) for name in _ALGORITHMS.value)
   # One initial model for every mode and algorithm (built after the processes: see
@@ -130,10 +138,11 @@ def main(argv):
   initial = tf.nest.map_structure(np.asarray,
                                   tff.learning.models.ModelWeights.from_model(model_fn()))
   num_parameters = sum(w.size for w in initial.trainable)
-  print(f'MNIST {_MODEL.value.upper()} ({num_parameters:,} parameters), {_CLIENTS.value} '
-        f'clients x {_EXAMPLES.value} images, batch {_BATCH.value}; {_ROUNDS.value} timed '
-        f'rounds after one untimed; {len(tf.config.list_physical_devices("GPU"))} GPU(s)',
-        flush=True)
+  print(
+      f'MNIST {_MODEL.value.upper()} ({num_parameters:,} parameters), {_CLIENTS.value} '
+      f'clients x {_EXAMPLES.value} images, batch {_BATCH.value}; {_ROUNDS.value} timed '
+      f'rounds after one untimed; {len(tf.config.list_physical_devices("GPU"))} GPU(s)',
+      flush=True)
   results = collections.OrderedDict()
   for mode in _MODES.value:
     results[mode] = _time_mode(mode, processes, data, initial, _ROUNDS.value)

@@ -50,15 +50,25 @@ class SyntheticModel:
 
 _GRU_SHAPE = (models.SHAKESPEARE_SEQUENCE,)
 MODELS = {
-    'cnn': SyntheticModel((28, 28, 1), models.mnist_cnn, 0.215, 0.99),
-    'fc': SyntheticModel((784,), lambda: models.mnist_fc(), 0.001, 0.99),
-    'masking_cnn': SyntheticModel((32, 32, 3), lambda: models.masking_cnn(0), 0.05, 0.0),
-    'vgg11': SyntheticModel((32, 32, 3), lambda: models.vgg(11), 0.002, 0.99, 5),
-    'vgg16': SyntheticModel((32, 32, 3), lambda: models.vgg(16), 0.002, 0.99, 5),
-    'gru': SyntheticModel(_GRU_SHAPE, models.shakespeare_gru, 0.005, 0.0, 'all', text=True),
-    'gru_keras': SyntheticModel(
-        _GRU_SHAPE, lambda: models.shakespeare_gru(layer=tf.keras.layers.GRU), 0.005, 0.0,
-        'all', text=True),
+    'cnn':
+        SyntheticModel((28, 28, 1), models.mnist_cnn, 0.215, 0.99),
+    'fc':
+        SyntheticModel((784,), lambda: models.mnist_fc(), 0.001, 0.99),
+    'masking_cnn':
+        SyntheticModel((32, 32, 3), lambda: models.masking_cnn(0), 0.05, 0.0),
+    'vgg11':
+        SyntheticModel((32, 32, 3), lambda: models.vgg(11), 0.002, 0.99, 5),
+    'vgg16':
+        SyntheticModel((32, 32, 3), lambda: models.vgg(16), 0.002, 0.99, 5),
+    'gru':
+        SyntheticModel(_GRU_SHAPE, models.shakespeare_gru, 0.005, 0.0, 'all', text=True),
+    'gru_keras':
+        SyntheticModel(_GRU_SHAPE,
+                       lambda: models.shakespeare_gru(layer=tf.keras.layers.GRU),
+                       0.005,
+                       0.0,
+                       'all',
+                       text=True),
 }
 
 
@@ -82,8 +92,8 @@ def client_optimizer(model: str) -> tff.learning.optimizers.Optimizer:
   return tff.learning.optimizers.build_sgdm(spec.learning_rate, momentum=spec.momentum or None)
 
 
-def client_data(model: str, num_clients: int, num_examples: int, batch_size: int
-                ) -> tff.simulation.datasets.ClientData:
+def client_data(model: str, num_clients: int, num_examples: int,
+                batch_size: int) -> tff.simulation.datasets.ClientData:
   """`num_clients` clients `client_<i>` of `num_examples` random examples for `model`.
 
   Text clients hold `num_examples` sequences in batches of `models.SHAKESPEARE_BATCH`
@@ -94,16 +104,28 @@ def client_data(model: str, num_clients: int, num_examples: int, batch_size: int
   if spec.text:
     vocab, batch = models.SHAKESPEARE_VOCAB_SIZE, models.SHAKESPEARE_BATCH
     count = max(batch, num_examples - num_examples % batch)
-    data = {f'client_{i}': collections.OrderedDict(
-        x=rng.integers(0, vocab, size=(count,) + spec.feature_shape, dtype=np.int64),
-        y=rng.integers(0, vocab, size=(count,) + spec.feature_shape, dtype=np.int64))
-            for i in range(num_clients)}
+    data = {
+        f'client_{i}': collections.OrderedDict(x=rng.integers(0,
+                                                              vocab,
+                                                              size=(count,) + spec.feature_shape,
+                                                              dtype=np.int64),
+                                               y=rng.integers(0,
+                                                              vocab,
+                                                              size=(count,) + spec.feature_shape,
+                                                              dtype=np.int64))
+        for i in range(num_clients)
+    }
     return tff.simulation.datasets.TestClientData(data).preprocess(
         lambda d: d.batch(batch, drop_remainder=True))
-  data = {f'client_{i}': collections.OrderedDict(
-      x=rng.integers(0, 256, size=(num_examples,) + spec.feature_shape, dtype=np.uint8),
-      y=rng.integers(0, 10, size=(num_examples, 1)).astype(np.int32))
-          for i in range(num_clients)}
+  data = {
+      f'client_{i}':
+      collections.OrderedDict(x=rng.integers(0,
+                                             256,
+                                             size=(num_examples,) + spec.feature_shape,
+                                             dtype=np.uint8),
+                              y=rng.integers(0, 10, size=(num_examples, 1)).astype(np.int32))
+      for i in range(num_clients)
+  }
   return tff.simulation.datasets.TestClientData(data).preprocess(
       lambda d: d.batch(batch_size).map(tasks.scale_batch))
 
@@ -112,6 +134,13 @@ def task(model: str, num_clients: int, num_examples: int, batch_size: int) -> ta
   """A `tasks.Task` of synthetic clients (no test set): the loop's own client datasets."""
   spec = MODELS[model]
   data = client_data(model, num_clients, num_examples, batch_size)
-  return tasks.Task(f'synthetic_{model}', model_fn(model), data, test_data=None, hparams=dict(
-      learning_rate=spec.learning_rate, momentum=spec.momentum, batch_size=batch_size,
-      total_clients=num_clients, num_clients=num_clients, reg_steps=spec.reg_steps))
+  return tasks.Task(f'synthetic_{model}',
+                    model_fn(model),
+                    data,
+                    test_data=None,
+                    hparams=dict(learning_rate=spec.learning_rate,
+                                 momentum=spec.momentum,
+                                 batch_size=batch_size,
+                                 total_clients=num_clients,
+                                 num_clients=num_clients,
+                                 reg_steps=spec.reg_steps))

@@ -90,9 +90,9 @@ def each_one_of(flag: flags.FlagHolder, known: Iterable[str] | Callable[[str], b
   else:
     known = tuple(known)
     accepts = known.__contains__
-  flags.register_validator(
-      flag, lambda values: all(accepts(value) for value in values),
-      message=f'--{flag.name} takes {what}')
+  flags.register_validator(flag,
+                           lambda values: all(accepts(value) for value in values),
+                           message=f'--{flag.name} takes {what}')
 
 
 _PATH_FLAGS: list[flags.FlagHolder] = []
@@ -112,8 +112,10 @@ def usage() -> str:
   """The binary's docstring and its own flags, each with its help and default (absl's
   `--helpfull` lists every module's)."""
   doc = (sys.modules['__main__'].__doc__ or '').strip()
-  listed = [line for line in flags.FLAGS.main_module_help().splitlines()
-            if line.strip() and not line.endswith('.py:')]  # Not the module's path.
+  listed = [
+      line for line in flags.FLAGS.main_module_help().splitlines()
+      if line.strip() and not line.endswith('.py:')
+  ]  # Not the module's path.
   return f'{doc}\n\nFlags (--helpfull: every module\'s):\n\n' + '\n'.join(listed) + '\n'
 
 
@@ -163,7 +165,8 @@ def _parse_flags(argv: list[str]) -> list[str]:
     print(f'error: {one_line(e)} (--helpfull lists the flags)', file=sys.stderr, flush=True)
   except UnicodeDecodeError as e:  # A --flagfile that is not UTF-8 text.
     print(f'error: a flag file is not UTF-8 text ({e.reason} at byte {e.start}).',
-          file=sys.stderr, flush=True)
+          file=sys.stderr,
+          flush=True)
   mute_stderr_for_shutdown()
   sys.exit(BAD_INPUT)
 

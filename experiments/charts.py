@@ -50,19 +50,24 @@ def _cell(values: Sequence[Optional[float]]) -> str:
 # Seeds of one experiment: curves, a table, the orderings.
 
 
-def seed_table(curves: Mapping[str, Sequence[Curve]], rounds: Sequence[int],
-               unit: str = 'seeds', metric: str = 'accuracy') -> str:
+def seed_table(curves: Mapping[str, Sequence[Curve]],
+               rounds: Sequence[int],
+               unit: str = 'seeds',
+               metric: str = 'accuracy') -> str:
   """Markdown: the metric's mean over seeds and [min, max] at each round every seed reached
   (`unit`: what the runs vary, for the caption)."""
-  reached = [r for r in rounds
-             if all(r in c.round for per_seed in curves.values() for c in per_seed)]
+  reached = [
+      r for r in rounds if all(r in c.round for per_seed in curves.values() for c in per_seed)
+  ]
   seeds = min(len(per_seed) for per_seed in curves.values())
   title = _METRIC_TITLES[metric]
   if not reached:
     return (f'{title} over {seeds} {unit}: no round of {list(rounds)} that every run reached '
             'yet.\n')
-  lines = ['| algorithm | ' + ' | '.join(f'round {r}' for r in reached) + ' |',
-           '|---|' + '---:|' * len(reached)]
+  lines = [
+      '| algorithm | ' + ' | '.join(f'round {r}' for r in reached) + ' |',
+      '|---|' + '---:|' * len(reached)
+  ]
   for name, per_seed in curves.items():
     cells = []
     for r in reached:
@@ -81,8 +86,7 @@ class Ordering:
   since: Optional[int]  # First round from which A stays better (None: not at the last).
 
 
-def ordering(above: Sequence[Curve], below: Sequence[Curve],
-             metric: str = 'accuracy') -> Ordering:
+def ordering(above: Sequence[Curve], below: Sequence[Curve], metric: str = 'accuracy') -> Ordering:
   """`above` (A) against `below` (B): lists of curves, seed i of one is seed i of the other.
   Better is a higher accuracy, or a lower loss."""
   sign = 1.0 if metric == 'accuracy' else -1.0
@@ -108,20 +112,23 @@ def seed_orderings(curves: Mapping[str, Sequence[Curve]], metric: str = 'accurac
   sign = 1.0 if metric == 'accuracy' else -1.0
   word = '>' if metric == 'accuracy' else 'below'
   names = sorted(curves, key=label)
-  lines = [f'| ordering A {word} B | evaluations where A {word} B in every seed | '
-           f'B {word} A in every seed | A {word} B in every seed from |', '|---|---:|---:|---|']
+  lines = [
+      f'| ordering A {word} B | evaluations where A {word} B in every seed | '
+      f'B {word} A in every seed | A {word} B in every seed from |', '|---|---:|---:|---|'
+  ]
   for i, one in enumerate(names):
     for other in names[i + 1:]:
       if len(curves[one]) != len(curves[other]):
         continue
       seeds = list(curves[one]) + list(curves[other])
       rounds = sorted(set.intersection(*(set(c.round) for c in seeds)))
-      total = {n: sign * sum(c.at(r, metric) for c in curves[n] for r in rounds)
-               for n in (one, other)}
+      total = {
+          n: sign * sum(c.at(r, metric) for c in curves[n] for r in rounds) for n in (one, other)
+      }
       high, low = (one, other) if total[one] >= total[other] else (other, one)
       result = ordering(curves[high], curves[low], metric)
-      start = (f'round {result.since}' if result.since is not None else
-               'not at the last evaluation')
+      start = (f'round {result.since}'
+               if result.since is not None else 'not at the last evaluation')
       lines.append(f'| {label(high)} {word} {label(low)} | {result.holds} of '
                    f'{result.evaluations} | {result.reverse} | {start} |')
   return ('Orderings, seed by seed (the same seed is the same client stream for every '
@@ -131,13 +138,14 @@ def seed_orderings(curves: Mapping[str, Sequence[Curve]], metric: str = 'accurac
 def _mean_curve(per_seed: Sequence[Curve], key: str):
   """The mean over seeds of `key` at the rounds every seed has."""
   common = sorted(set.intersection(*(set(c.round) for c in per_seed)))
-  mean = [sum(getattr(c, key)[c.round.index(r)] for c in per_seed) / len(per_seed)
-          for r in common]
+  mean = [sum(getattr(c, key)[c.round.index(r)] for c in per_seed) / len(per_seed) for r in common]
   return common, mean
 
 
-def plot_seeds(curves: Mapping[str, Sequence[Curve]], output: pathlib.Path,
-               title: Optional[str], metric: str = 'accuracy') -> None:
+def plot_seeds(curves: Mapping[str, Sequence[Curve]],
+               output: pathlib.Path,
+               title: Optional[str],
+               metric: str = 'accuracy') -> None:
   """The metric against the round and against cumulative bytes: seeds thin, their mean bold."""
   fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
   for name, per_seed in curves.items():
@@ -209,8 +217,8 @@ def group_curves(seeds: Sequence[runs_lib.Seed]) -> dict[str, list[Curve]]:
   for i, seed in enumerate(seeds):
     for other in seeds[:i]:
       pairs = [(seed.curve(a), other.curve(a)) for a in sorted(shared)]
-      if pairs and all((c.round, c.accuracy, c.loss) == (d.round, d.accuracy, d.loss)
-                       for c, d in pairs):
+      if pairs and all(
+          (c.round, c.accuracy, c.loss) == (d.round, d.accuracy, d.loss) for c, d in pairs):
         raise run_files.RunFileError(
             f'{"+".join(seed.refs)} and {"+".join(other.refs)} are one run twice (every curve '
             'equal, round for round): a copy, or a seed that draws nothing here. Count it once.')
@@ -228,8 +236,12 @@ def group_curves(seeds: Sequence[runs_lib.Seed]) -> dict[str, list[Curve]]:
 def _draw_seed_curves(drawing: spec.SeedCurves, figure, results, folder) -> str:
   parts = []
   for name, group in drawing.groups.items():
-    seeds = [results.seed([results.resolve(r, figure.name) for r in
-                           ((ref,) if isinstance(ref, str) else ref)]) for ref in group.seeds]
+    seeds = [
+        results.seed(
+            [results.resolve(r, figure.name)
+             for r in ((ref,) if isinstance(ref, str) else ref)])
+        for ref in group.seeds
+    ]
     seeds = [s for s in seeds if s.refs]
     if not seeds:
       parts.append(f'**{group.title}**: no run has rounds yet.\n')
@@ -241,8 +253,7 @@ def _draw_seed_curves(drawing: spec.SeedCurves, figure, results, folder) -> str:
       continue
     plot_seeds(curves, folder / f'{name}.png', group.title, drawing.metric)
     table = seed_table(curves, group.rounds, group.unit, drawing.metric)
-    files.write_file(folder / f'{name}.md',
-                     table + '\n' + seed_orderings(curves, drawing.metric))
+    files.write_file(folder / f'{name}.md', table + '\n' + seed_orderings(curves, drawing.metric))
     parts.append(f'**{group.title}** (`{name}.png`; the orderings seed by seed: '
                  f'[`{name}.md`]({figure.name}/{name}.md)):\n\n{table}')
   return '\n'.join(parts)
@@ -269,8 +280,11 @@ def _draw_against(drawing: spec.AgainstParameter, figure, results, folder) -> st
         elif algorithm in drawing.algorithms:
           points[(algorithm, r)][x].append(value)
   xs = sorted({x for by_x in points.values() for x in by_x})
-  fig, axes = plt.subplots(1, len(drawing.rounds), figsize=(5.3 * len(drawing.rounds), 4.5),
-                           sharey=True, squeeze=False)
+  fig, axes = plt.subplots(1,
+                           len(drawing.rounds),
+                           figsize=(5.3 * len(drawing.rounds), 4.5),
+                           sharey=True,
+                           squeeze=False)
   for ax, r in zip(axes[0], drawing.rounds):
     for algorithm in drawing.algorithms:
       by_x = points.get((algorithm, r), {})
@@ -278,12 +292,18 @@ def _draw_against(drawing: spec.AgainstParameter, figure, results, folder) -> st
       if not present:
         continue
       color = registry.color(algorithm)
-      ax.plot(present, [statistics.mean(by_x[x]) for x in present], 'o-', color=color,
+      ax.plot(present, [statistics.mean(by_x[x]) for x in present],
+              'o-',
+              color=color,
               label=label(algorithm))
-      ax.fill_between(present, [min(by_x[x]) for x in present],
-                      [max(by_x[x]) for x in present], color=color, alpha=0.2)
+      ax.fill_between(present, [min(by_x[x]) for x in present], [max(by_x[x]) for x in present],
+                      color=color,
+                      alpha=0.2)
     if band.get(r):
-      ax.axhspan(min(band[r]), max(band[r]), color='gray', alpha=0.25,
+      ax.axhspan(min(band[r]),
+                 max(band[r]),
+                 color='gray',
+                 alpha=0.25,
                  label=f'FedAvg ({len(band[r])} seeds; no {drawing.parameter})')
     if drawing.log_x:
       ax.set_xscale('log')
@@ -296,16 +316,17 @@ def _draw_against(drawing: spec.AgainstParameter, figure, results, folder) -> st
   fig.tight_layout()
   files.write_figure(fig, folder / f'{drawing.name}.png', 100)
   plt.close(fig)
-  lines = [f'| {drawing.parameter} | algorithm | ' +
-           ' | '.join(f'round {r}' for r in drawing.rounds) + ' |',
-           '|---:|---|' + '---:|' * len(drawing.rounds)]
+  lines = [
+      f'| {drawing.parameter} | algorithm | ' + ' | '.join(f'round {r}' for r in drawing.rounds) +
+      ' |', '|---:|---|' + '---:|' * len(drawing.rounds)
+  ]
   for x in xs:
     for algorithm in drawing.algorithms:
       cells = [_cell(points.get((algorithm, r), {}).get(x, [])) for r in drawing.rounds]
       lines.append(f'| {x} | {label(algorithm)} | ' + ' | '.join(cells) + ' |')
   if banded:
-    lines.append('| - | FedAvg | ' + ' | '.join(_cell(band.get(r, [])) for r in drawing.rounds)
-                 + ' |')
+    lines.append('| - | FedAvg | ' + ' | '.join(_cell(band.get(r, [])) for r in drawing.rounds) +
+                 ' |')
   table = '\n'.join(lines) + '\n'
   files.write_file(folder / f'{drawing.name}.md', table)
   return (f'Test accuracy, mean [min, max] (seeds), against {drawing.parameter} '
@@ -321,23 +342,30 @@ def masking_rows(cell_dir: pathlib.Path) -> list[dict]:
   summary = run_files.summary(cell_dir)
   table = []
   for name in summary['config']['algorithms']:
-    column = lambda c: [v for _, v in run_files.rows_of(cell_dir, name, c)]  # noqa: B023 (used in this iteration)
+
+    def column(metric: str, name: str = name) -> list:
+      return [v for _, v in run_files.rows_of(cell_dir, name, metric)]
+
     survival = column('train/aggregator/survival/survival')
     normalized = column('train/aggregator/survival/survival_normalized')
     half = len(survival) // 2
     empirical = column('train/aggregator/survival/survival_empirical')
     accuracy = run_files.rows_of(cell_dir, name, 'eval/accuracy')
-    table.append(dict(
-        cell=cell_dir.name, process=name, rounds=summary['rounds'],
-        mean_s=statistics.mean(survival), std_s=statistics.pstdev(survival),
-        min_s=min(survival), max_s=max(survival),
-        s_max=statistics.mean(column('train/aggregator/survival/s_max')),
-        mean_s_normalized=statistics.mean(normalized),
-        second_half_s=statistics.mean(survival[half:]),
-        second_half_s_normalized=statistics.mean(normalized[half:]),
-        mean_s_empirical=statistics.mean(empirical) if empirical else float('nan'),
-        final_accuracy=summary['final_eval'][name]['accuracy'],
-        accuracy_curve=' '.join(f'{r}:{a:.3f}' for r, a in accuracy)))
+    table.append(
+        dict(cell=cell_dir.name,
+             process=name,
+             rounds=summary['rounds'],
+             mean_s=statistics.mean(survival),
+             std_s=statistics.pstdev(survival),
+             min_s=min(survival),
+             max_s=max(survival),
+             s_max=statistics.mean(column('train/aggregator/survival/s_max')),
+             mean_s_normalized=statistics.mean(normalized),
+             second_half_s=statistics.mean(survival[half:]),
+             second_half_s_normalized=statistics.mean(normalized[half:]),
+             mean_s_empirical=statistics.mean(empirical) if empirical else float('nan'),
+             final_accuracy=summary['final_eval'][name]['accuracy'],
+             accuracy_curve=' '.join(f'{r}:{a:.3f}' for r, a in accuracy)))
   return table
 
 
@@ -358,9 +386,11 @@ def masking_table(cells: Sequence[pathlib.Path], folder: pathlib.Path) -> str:
   writer.writeheader()
   writer.writerows(table)
   files.write_file(folder / 'grid.csv', grid_csv.getvalue())
-  lines = ['| cell | process | rounds | mean S (std, min-max) | S_max | mean S/S_max '
-           '| 2nd half S (S/S_max) | mean S emp. | final acc |',
-           '|---|---|---:|---|---:|---:|---|---:|---:|']
+  lines = [
+      '| cell | process | rounds | mean S (std, min-max) | S_max | mean S/S_max '
+      '| 2nd half S (S/S_max) | mean S emp. | final acc |',
+      '|---|---|---:|---|---:|---:|---|---:|---:|'
+  ]
   for r in table:
     lines.append(f"| {r['cell']} | {r['process']} | {r['rounds']} | {r['mean_s']:.2f} "
                  f"({r['std_s']:.2f}, {r['min_s']:.2f}-{r['max_s']:.2f}) | {r['s_max']:.2f} | "
@@ -383,8 +413,10 @@ def _plot_survival_curves(cells: Sequence[pathlib.Path], path: pathlib.Path) -> 
     for name in algorithms:
       points = run_files.rows_of(cell, name, 'train/aggregator/survival/survival_normalized')
       text = cell.name if len(algorithms) == 1 else f'{cell.name} {name}'
-      ax.plot([p[0] for p in points], [p[1] for p in points], styles.get(name, '-'),
-              linewidth=1, label=text)
+      ax.plot([p[0] for p in points], [p[1] for p in points],
+              styles.get(name, '-'),
+              linewidth=1,
+              label=text)
   ax.set_xlabel('round')
   ax.set_ylabel('S / S_max (1 = all of the masks\' regularization survives averaging)')
   ax.set_ylim(0, 1)
@@ -403,10 +435,14 @@ def _plot_survival_against_accuracy(table, path: pathlib.Path) -> None:
     # A grid cell is `<local training>_<partition>` (colour, label); another (`batch32` of the
     # batch sweep) is labelled by its name.
     local, _, partition = r['cell'].partition('_')
-    ax.scatter(r['mean_s_normalized'], r['final_accuracy'], marker=markers[r['process']],
+    ax.scatter(r['mean_s_normalized'],
+               r['final_accuracy'],
+               marker=markers[r['process']],
                color=colors.get(local, 'gray'))
     ax.annotate(partition or r['cell'], (r['mean_s_normalized'], r['final_accuracy']),
-                fontsize=6, xytext=(3, 2), textcoords='offset points')
+                fontsize=6,
+                xytext=(3, 2),
+                textcoords='offset points')
   for process, marker in markers.items():
     ax.scatter([], [], marker=marker, color='gray', label=process)
   for local, color in colors.items():
@@ -437,7 +473,7 @@ def fit_slope(xs: Sequence[float], ys: Sequence[float]) -> Optional[float]:
     return None
   mean_x = statistics.mean(p[0] for p in points)
   mean_y = statistics.mean(p[1] for p in points)
-  denominator = sum((p[0] - mean_x) ** 2 for p in points)
+  denominator = sum((p[0] - mean_x)**2 for p in points)
   if denominator == 0:
     return None
   return sum((p[0] - mean_x) * (p[1] - mean_y) for p in points) / denominator
@@ -495,19 +531,33 @@ def scaling_points(drawing: spec.SparsityScaling, figure, results,
       curve = seed.curve(algorithm)
       if curve is None:
         continue
-      density = [v for _, v in run_files.rows_of(path, algorithm,
-                                                 'train/aggregator/communication/density')]
-      points.append(ScalingPoint(
-          keep_percent=seed.config.get('keep_percent'), seed=seed.config.get('seed'),
-          algorithm=algorithm, density=statistics.mean(density) if density else float('nan'),
-          rounds_to={g: first_round_at_or_below(curve, f_star + g) for g in drawing.gaps},
-          last_round=curve.last_round))
+      density = [
+          v for _, v in run_files.rows_of(path, algorithm, 'train/aggregator/communication/density')
+      ]
+      points.append(
+          ScalingPoint(
+              keep_percent=seed.config.get('keep_percent'),
+              seed=seed.config.get('seed'),
+              algorithm=algorithm,
+              density=statistics.mean(density) if density else float('nan'),
+              rounds_to={g: first_round_at_or_below(curve, f_star + g) for g in drawing.gaps},
+              last_round=curve.last_round))
   return points
 
 
 # Two-sided 95 % quantiles of Student's t by degrees of freedom (more: the normal's).
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-        9: 2.262, 10: 2.228}
+_T95 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228
+}
 
 
 @dataclasses.dataclass
@@ -535,17 +585,23 @@ def exponent(points: Sequence[ScalingPoint], algorithm: str, gap: float,
   by_percent = collections.defaultdict(dict)
   for p in mine:
     by_percent[p.keep_percent][p.seed] = p
-  sparse = [r for r in sorted(by_percent, reverse=True)
-            if len(by_percent[r]) == len(seeds) and
-            max(p.density for p in by_percent[r].values()) <= sparse_at_most]
+  sparse = [
+      r for r in sorted(by_percent, reverse=True)
+      if len(by_percent[r]) == len(seeds) and max(p.density
+                                                  for p in by_percent[r].values()) <= sparse_at_most
+  ]
   usable = [r for r in sparse if all(p.rounds_to.get(gap) for p in by_percent[r].values())]
   censored = tuple(r for r in sparse if r not in usable)
-  slopes = [fit_slope([by_percent[r][s].density for r in usable],
-                      [by_percent[r][s].rounds_to[gap] for r in usable]) for s in seeds]
+  slopes = [
+      fit_slope([by_percent[r][s].density
+                 for r in usable], [by_percent[r][s].rounds_to[gap]
+                                    for r in usable])
+      for s in seeds
+  ]
   if len(usable) < 2 or not slopes or None in slopes:
     return Exponent(None, None, len(seeds), tuple(usable), censored)
-  half = (_T95.get(len(slopes) - 1, 1.96) * statistics.stdev(slopes) / math.sqrt(len(slopes))
-          if len(slopes) > 1 else None)
+  half = (_T95.get(len(slopes) - 1, 1.96) * statistics.stdev(slopes) /
+          math.sqrt(len(slopes)) if len(slopes) > 1 else None)
   return Exponent(statistics.mean(slopes), half, len(seeds), tuple(usable), censored)
 
 
@@ -562,10 +618,14 @@ def _tau_curves(drawing: spec.SparsityScaling, figure, results) -> dict[float, C
 
 def chosen_tau(drawing: spec.SparsityScaling, figure, results) -> tuple[Optional[float], dict]:
   """`(the TAU of the study's runs, {TAU of the grid: monotone})`."""
-  taus = {seed.config.get('tau') for seed in results.select((figure.name,))
-          if not seed.refs[0].rsplit('/', 1)[-1].startswith(drawing.tau_runs)}
-  grid = {tau: is_monotone(c.loss) for tau, c in sorted(_tau_curves(drawing, figure,
-                                                                   results).items())}
+  taus = {
+      seed.config.get('tau')
+      for seed in results.select((figure.name,))
+      if not seed.refs[0].rsplit('/', 1)[-1].startswith(drawing.tau_runs)
+  }
+  grid = {
+      tau: is_monotone(c.loss) for tau, c in sorted(_tau_curves(drawing, figure, results).items())
+  }
   return (taus.pop() if len(taus) == 1 else None), grid
 
 
@@ -578,7 +638,9 @@ def _draw_scaling(drawing: spec.SparsityScaling, figure, results, folder) -> str
   if not points:
     return 'No run has rounds yet.\n'
   tau, grid = chosen_tau(drawing, figure, results)
-  fig, axes = plt.subplots(1, len(drawing.gaps) + 1, figsize=(5.0 * (len(drawing.gaps) + 1), 4.4),
+  fig, axes = plt.subplots(1,
+                           len(drawing.gaps) + 1,
+                           figsize=(5.0 * (len(drawing.gaps) + 1), 4.4),
                            squeeze=False)
   exponents = {}
   for ax, gap in zip(axes[0], drawing.gaps):
@@ -594,7 +656,9 @@ def _draw_scaling(drawing: spec.SparsityScaling, figure, results, folder) -> str
         x = statistics.mean(p.density for p in group)
         values = [p.rounds_to[gap] or p.last_round for p in group]
         reached = all(p.rounds_to[gap] for p in group)
-        ax.plot([x], [statistics.mean(values)], 'o' if reached else '^', color=color,
+        ax.plot([x], [statistics.mean(values)],
+                'o' if reached else '^',
+                color=color,
                 markerfacecolor=color if reached else 'none')
       text = f'{label(algorithm)}: exponent {fitted.text()}'
       ax.plot([], [], 'o-', color=color, label=text)
@@ -608,8 +672,9 @@ def _draw_scaling(drawing: spec.SparsityScaling, figure, results, folder) -> str
   ax = axes[0][-1]
   for t, curve in sorted(_tau_curves(drawing, figure, results).items()):
     ax.plot(curve.round, [max(v - f_star, 1e-6) for v in curve.loss],
-            label=f'TAU {t:g}: {"monotone" if grid[t] else "not monotone"}'
-            + (' (chosen)' if t == tau else ''), linewidth=2.5 if t == tau else 1.2)
+            label=f'TAU {t:g}: {"monotone" if grid[t] else "not monotone"}' +
+            (' (chosen)' if t == tau else ''),
+            linewidth=2.5 if t == tau else 1.2)
   ax.set_yscale('log')
   ax.set_xlabel('round')
   ax.set_title('choosing TAU: FLARE, one R, seed 0: f(x) - f*', fontsize=9)
@@ -619,9 +684,11 @@ def _draw_scaling(drawing: spec.SparsityScaling, figure, results, folder) -> str
   fig.tight_layout()
   files.write_figure(fig, folder / 'scaling.png', 100)
   plt.close(fig)
-  lines = ['| R (%) | algorithm | delta | ' + ' | '.join(
-      f'rounds to f - f* <= {g:g}' for g in drawing.gaps) + ' |',
-           '|---:|---|---:|' + '---:|' * len(drawing.gaps)]
+  lines = [
+      '| R (%) | algorithm | delta | ' +
+      ' | '.join(f'rounds to f - f* <= {g:g}' for g in drawing.gaps) + ' |',
+      '|---:|---|---:|' + '---:|' * len(drawing.gaps)
+  ]
   for percent in sorted({p.keep_percent for p in points}, reverse=True):
     for algorithm in drawing.algorithms:
       group = [p for p in points if p.algorithm == algorithm and p.keep_percent == percent]
@@ -633,11 +700,12 @@ def _draw_scaling(drawing: spec.SparsityScaling, figure, results, folder) -> str
         cells.append(f'> {min(p.last_round for p in missed)} (not reached in {len(missed)} of '
                      f'{len(group)})' if missed else _cell([p.rounds_to[gap] for p in group]))
       density = statistics.mean(p.density for p in group)
-      lines.append(f'| {percent} | {label(algorithm)} | {density:.3g} | ' + ' | '.join(cells)
-                   + ' |')
-  lines.append(f'| exponent (delta <= {drawing.sparse_at_most:g}) | | | ' + ' | '.join(
-      '; '.join(f'{label(a)} {exponents[(g, a)].text()}' for a in drawing.algorithms)
-      for g in drawing.gaps) + ' |')
+      lines.append(f'| {percent} | {label(algorithm)} | {density:.3g} | ' + ' | '.join(cells) +
+                   ' |')
+  lines.append(f'| exponent (delta <= {drawing.sparse_at_most:g}) | | | ' +
+               ' | '.join('; '.join(f'{label(a)} {exponents[(g, a)].text()}'
+                                    for a in drawing.algorithms)
+                          for g in drawing.gaps) + ' |')
   table = '\n'.join(lines) + '\n'
   files.write_file(folder / 'scaling.md', table)
   choice = ', '.join(f'{t:g} {"monotone" if m else "not monotone"}' for t, m in grid.items())
@@ -650,8 +718,12 @@ def _draw_scaling(drawing: spec.SparsityScaling, figure, results, folder) -> str
 
 # ---------------------------------------------------------------------------------------------
 
-_DRAWERS = {spec.SeedCurves: _draw_seed_curves, spec.AgainstParameter: _draw_against,
-            spec.MaskingTable: _draw_masking, spec.SparsityScaling: _draw_scaling}
+_DRAWERS = {
+    spec.SeedCurves: _draw_seed_curves,
+    spec.AgainstParameter: _draw_against,
+    spec.MaskingTable: _draw_masking,
+    spec.SparsityScaling: _draw_scaling
+}
 
 
 def draw(figure: spec.Figure, results: runs_lib.Results, folder: pathlib.Path) -> str:

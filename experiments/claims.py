@@ -40,8 +40,13 @@ THRESHOLDS = {
 # The final window: a comparison "at the end" reads the mean of a curve's last WINDOW
 # evaluations (50 rounds at the MNIST runs' every 10), not one evaluation on a noisy plateau.
 WINDOW = 5
-_COMPARE = {'<': operator.lt, '<=': operator.le, '>': operator.gt, '>=': operator.ge,
-            '==': operator.eq}
+_COMPARE = {
+    '<': operator.lt,
+    '<=': operator.le,
+    '>': operator.gt,
+    '>=': operator.ge,
+    '==': operator.eq
+}
 
 
 class Value:
@@ -55,12 +60,17 @@ def _f(value: Optional[float]) -> str:
   return '-' if value is None else f'{value:.3f}'
 
 
-def _mean(seeds, algorithm: str, round_num: int, metric: str = 'accuracy',
+def _mean(seeds,
+          algorithm: str,
+          round_num: int,
+          metric: str = 'accuracy',
           window: bool = False) -> Optional[float]:
   """The mean over the seeds of the algorithm's value after `round_num` rounds (`window`:
   of its final window ending there)."""
-  values = [_window(s, algorithm, round_num, metric) if window else
-            s.at(algorithm, round_num, metric) for s in seeds]
+  values = [
+      _window(s, algorithm, round_num, metric) if window else s.at(algorithm, round_num, metric)
+      for s in seeds
+  ]
   return None if not values or None in values else statistics.mean(values)
 
 
@@ -69,8 +79,7 @@ def _rounds(seed, algorithm: str) -> set[int]:
   return set().union(*(set(c[algorithm].round) for c in seed.curves if algorithm in c))
 
 
-def _window(seed, algorithm: str, round_num: int, metric: str = 'accuracy'
-            ) -> Optional[float]:
+def _window(seed, algorithm: str, round_num: int, metric: str = 'accuracy') -> Optional[float]:
   """The mean of the algorithm's last WINDOW evaluations up to `round_num` in the seed (None
   where the seed has not evaluated it after `round_num` rounds)."""
   if seed.at(algorithm, round_num, metric) is None:
@@ -97,8 +106,7 @@ def _ranges(chosen: Sequence[int], every: Sequence[int]) -> str:
         runs[-1].append(r)
       else:
         runs.append([r])
-  return ', '.join(f'{run[0]}-{run[-1]}' if len(run) > 1 else f'{run[0]}'
-                   for run in runs) or 'none'
+  return ', '.join(f'{run[0]}-{run[-1]}' if len(run) > 1 else f'{run[0]}' for run in runs) or 'none'
 
 
 def _seeds(results, select: spec.Select):
@@ -113,24 +121,38 @@ def _with_count(text: str, seeds) -> str:
 # Measures: `(results, **args) -> Value`.
 
 
-def accuracy(results, select: spec.Select, algorithm: str, round: int,  # pylint: disable=redefined-builtin
-             metric: str = 'accuracy', window: bool = False) -> Value:
+def accuracy(
+    results,
+    select: spec.Select,
+    algorithm: str,
+    round: int,  # pylint: disable=redefined-builtin
+    metric: str = 'accuracy',
+    window: bool = False) -> Value:
   """The algorithm's test accuracy (or `metric='loss'`) after `round` rounds (`window`: its
   final window ending there): mean [min, max] over the seeds."""
   seeds = _seeds(results, select)
-  values = [_window(s, algorithm, round, metric) if window else s.at(algorithm, round, metric)
-            for s in seeds]
+  values = [
+      _window(s, algorithm, round, metric) if window else s.at(algorithm, round, metric)
+      for s in seeds
+  ]
   if not values or None in values:
     return Value(None, '-')
   if len(values) == 1:
     return Value(values[0], _with_count(_f(values[0]), seeds))
-  return Value(statistics.mean(values), _with_count(
-      f'{_f(statistics.mean(values))} [{_f(min(values))}, {_f(max(values))}]', seeds))
+  return Value(
+      statistics.mean(values),
+      _with_count(f'{_f(statistics.mean(values))} [{_f(min(values))}, {_f(max(values))}]', seeds))
 
 
-def gap(results, select: spec.Select, above: str, below: str, round: int,  # pylint: disable=redefined-builtin
-        below_select: Optional[spec.Select] = None, metric: str = 'accuracy',
-        window: bool = False) -> Value:
+def gap(
+    results,
+    select: spec.Select,
+    above: str,
+    below: str,
+    round: int,  # pylint: disable=redefined-builtin
+    below_select: Optional[spec.Select] = None,
+    metric: str = 'accuracy',
+    window: bool = False) -> Value:
   """Mean accuracy (or loss) of `above` minus that of `below` after `round` rounds (`below`
   from `below_select` where given; `window`: of the final windows ending there)."""
   a = _mean(_seeds(results, select), above, round, metric, window)
@@ -139,8 +161,13 @@ def gap(results, select: spec.Select, above: str, below: str, round: int,  # pyl
   return Value(number, '-' if number is None else f'{number:+.3f}')
 
 
-def ratio(results, select: spec.Select, algorithm: str, round: int,  # pylint: disable=redefined-builtin
-          denominator: spec.Select, window: bool = False) -> Value:
+def ratio(
+    results,
+    select: spec.Select,
+    algorithm: str,
+    round: int,  # pylint: disable=redefined-builtin
+    denominator: spec.Select,
+    window: bool = False) -> Value:
   """Mean accuracy over `select`'s seeds divided by that over `denominator`'s (`window`: of
   the final windows ending at `round`)."""
   a = _mean(_seeds(results, select), algorithm, round, window=window)
@@ -166,8 +193,8 @@ def spread(results, select: spec.Select, algorithm: str, round: int) -> Value:  
   return Value(max(values) - min(values), f'{max(values) - min(values):.3f}')
 
 
-def smallest_margin(results, selects: Sequence[spec.Select], above: str,
-                    below: Sequence[str], round: int) -> Value:  # pylint: disable=redefined-builtin
+def smallest_margin(results, selects: Sequence[spec.Select], above: str, below: Sequence[str],
+                    round: int) -> Value:  # pylint: disable=redefined-builtin
   """The smallest margin of `above` over the best of `below`, over every seed of `selects`."""
   margins = []
   for select in selects:
@@ -180,7 +207,7 @@ def smallest_margin(results, selects: Sequence[spec.Select], above: str,
     return Value(None, '-')
   ahead = sum(m > 0 for m in margins)
   return Value(min(margins), f'{min(margins):+.3f} (ahead in {ahead} of {len(margins)} seed '
-                             'runs)')
+               'runs)')
 
 
 def ordering(results, select: spec.Select, above: str, below: str) -> Value:
@@ -191,12 +218,17 @@ def ordering(results, select: spec.Select, above: str, below: str) -> Value:
     return Value(None, '-')
   o = charts.ordering([s.curve(above) for s in seeds], [s.curve(below) for s in seeds])
   since = f'every one from round {o.since}' if o.since is not None else 'not at the last one'
-  return Value(o.holds / o.evaluations, _with_count(
-      f'{o.holds} of {o.evaluations} ({since}; the reverse at {o.reverse})', seeds))
+  return Value(
+      o.holds / o.evaluations,
+      _with_count(f'{o.holds} of {o.evaluations} ({since}; the reverse at {o.reverse})', seeds))
 
 
-def sooner(results, selects: Sequence[spec.Select], first: str, others: Sequence[str],
-           round: Optional[int] = None, fraction: float = 0.9) -> Value:  # pylint: disable=redefined-builtin
+def sooner(results,
+           selects: Sequence[spec.Select],
+           first: str,
+           others: Sequence[str],
+           round: Optional[int] = None,
+           fraction: float = 0.9) -> Value:  # pylint: disable=redefined-builtin
   """The share of seeds in which `first` reaches the target at an earlier evaluation than each
   of `others` (one that never reaches it is later): the target is `fraction` of the lowest of
   their final windows, ending at `round` (None: the last evaluation all of them reached); no
@@ -213,21 +245,30 @@ def sooner(results, selects: Sequence[spec.Select], first: str, others: Sequence
       if None in finals:
         return Value(None, '-')
       target = fraction * min(finals)
-      reached = [next((r for r in sorted(_rounds(seed, a)) if r <= end and
-                       seed.at(a, r) >= target), None) for a in names]
+      reached = [
+          next((r for r in sorted(_rounds(seed, a)) if r <= end and seed.at(a, r) >= target),
+               None) for a in names
+      ]
       later = [r if r is not None else float('inf') for r in reached]
       wins += all(later[0] < other for other in later[1:])
       cells.append(f'{seed.refs[0]} to {target:.3f}: ' + ', '.join(
           f'{charts.label(a)} {"never" if r is None else r}' for a, r in zip(names, reached)))
   if not cells:
     return Value(None, '-')
-  return Value(wins / len(cells), f'{"; ".join(cells)} ({charts.label(first)} first in '
-                                  f'{wins} of {len(cells)} seeds)')
+  return Value(
+      wins / len(cells), f'{"; ".join(cells)} ({charts.label(first)} first in '
+      f'{wins} of {len(cells)} seeds)')
 
 
-def leads(results, selects: Sequence[spec.Select], above: str, below: Sequence[str],
-          round: Optional[int] = None, margin: str = 'ZERO', metric: str = 'accuracy'  # pylint: disable=redefined-builtin
-          ) -> Value:
+def leads(
+    results,
+    selects: Sequence[spec.Select],
+    above: str,
+    below: Sequence[str],
+    round: Optional[int] = None,
+    margin: str = 'ZERO',
+    metric: str = 'accuracy'  # pylint: disable=redefined-builtin
+) -> Value:
   """The share of seeds in which `above`'s final window beats the best of `below`'s by more
   than THRESHOLDS[margin]: windows ending at `round` (None: the last evaluation all of them
   reached in the seed); no number when a seed lacks one of them. For the loss, lower is
@@ -250,12 +291,18 @@ def leads(results, selects: Sequence[spec.Select], above: str, below: Sequence[s
   if not margins:
     return Value(None, '-')
   ahead = sum(m > THRESHOLDS[margin] for m in margins)
-  return Value(ahead / len(margins), f'{"; ".join(cells)} (ahead by more than {margin} in '
-                                     f'{ahead} of {len(margins)} seeds)')
+  return Value(
+      ahead / len(margins), f'{"; ".join(cells)} (ahead by more than {margin} in '
+      f'{ahead} of {len(margins)} seeds)')
 
 
-def curve_gap(results, select: spec.Select, above: str, below: str, round: int,  # pylint: disable=redefined-builtin
-              metric: str = 'accuracy') -> Value:
+def curve_gap(
+    results,
+    select: spec.Select,
+    above: str,
+    below: str,
+    round: int,  # pylint: disable=redefined-builtin
+    metric: str = 'accuracy') -> Value:
   """The largest of `above` minus `below` (means over the seeds) over the evaluations after
   round 0 up to `round` that every seed of both reached: a curve read as a curve."""
   seeds = _seeds(results, select)
@@ -267,8 +314,11 @@ def curve_gap(results, select: spec.Select, above: str, below: str, round: int, 
   if not gaps:
     return Value(None, '-')
   largest, where = max(gaps)
-  return Value(largest, _with_count(f'largest {largest:+.3f} at round {where}, '
-                                    f'{gaps[-1][0]:+.3f} at round {gaps[-1][1]}', seeds))
+  return Value(
+      largest,
+      _with_count(
+          f'largest {largest:+.3f} at round {where}, '
+          f'{gaps[-1][0]:+.3f} at round {gaps[-1][1]}', seeds))
 
 
 def lead_rounds(results, selects: Sequence[spec.Select], above: str, below: str,
@@ -278,12 +328,15 @@ def lead_rounds(results, selects: Sequence[spec.Select], above: str, below: str,
   seeds = [seed for select in selects for seed in _seeds(results, select)]
   if not seeds or any(s.at(a, round) is None for s in seeds for a in (above, below)):
     return Value(None, '-')
-  every = sorted(r for r in set.intersection(*(_rounds(s, a) for s in seeds
-                                              for a in (above, below))) if 0 < r <= round)
+  every = sorted(r for r in set.intersection(*(_rounds(s, a)
+                                               for s in seeds
+                                               for a in (above, below))) if 0 < r <= round)
   ahead = [r for r in every if all(s.at(above, r) > s.at(below, r) for s in seeds)]
   behind = [r for r in every if r not in ahead]
-  return Value(len(ahead) / len(every) if every else None, _with_count(
-      f'ahead at rounds {_ranges(ahead, every)}; not at {_ranges(behind, every)}', seeds))
+  return Value(
+      len(ahead) / len(every) if every else None,
+      _with_count(f'ahead at rounds {_ranges(ahead, every)}; not at {_ranges(behind, every)}',
+                  seeds))
 
 
 def without_runs(results, selects: Sequence[spec.Select]) -> Value:
@@ -292,8 +345,8 @@ def without_runs(results, selects: Sequence[spec.Select]) -> Value:
   return Value(len(missing), f'{len(missing)} of {len(selects)}')
 
 
-def worst_drop(results, baseline: spec.Select, others: Sequence[spec.Select],
-               algorithm: str, round: int) -> Value:  # pylint: disable=redefined-builtin
+def worst_drop(results, baseline: spec.Select, others: Sequence[spec.Select], algorithm: str,
+               round: int) -> Value:  # pylint: disable=redefined-builtin
   """The lowest, over `others`, of (mean accuracy there - mean accuracy of `baseline`); None
   when one of them has no runs."""
   base = _mean(_seeds(results, baseline), algorithm, round)
@@ -359,26 +412,32 @@ def survival(results, cells: Sequence[str], reduce: str, process: str = 'mask_no
   return Value({'min': min, 'max': max}[reduce](values), listed)
 
 
-def survives_and_trains(results, cells: Sequence[str], process: str = 'mask_none',
+def survives_and_trains(results,
+                        cells: Sequence[str],
+                        process: str = 'mask_none',
                         summary: str = 'second_half') -> Value:
   """How many cells keep S / S_max above LITTLE and reach TRAINS accuracy, both: S / S_max
   summarized over the rounds' `summary` ('second_half' or 'mean')."""
   rows = _masking_rows(results, cells, process)
   if len(rows) < len(cells):
     return Value(None, '-')
-  both = [r['cell'] for r in rows if r[f'{summary}_s_normalized'] > THRESHOLDS['LITTLE']
-          and r['final_accuracy'] >= THRESHOLDS['TRAINS']]
+  both = [
+      r['cell'] for r in rows if r[f'{summary}_s_normalized'] > THRESHOLDS['LITTLE'] and
+      r['final_accuracy'] >= THRESHOLDS['TRAINS']
+  ]
   return Value(len(both), ', '.join(both) if both else 'none')
 
 
 def cells(results, cells: Sequence[str], process: str = 'mask_none') -> Value:  # pylint: disable=redefined-outer-name
   """Each finished cell's S / S_max (second half) and final accuracy (the number: how many)."""
   rows = _masking_rows(results, cells, process)
-  return Value(len(rows), ', '.join(f'{r["cell"]} {r["second_half_s_normalized"]:.3f} / '
-                                    f'{r["final_accuracy"]:.3f}' for r in rows) or '-')
+  return Value(
+      len(rows), ', '.join(f'{r["cell"]} {r["second_half_s_normalized"]:.3f} / '
+                           f'{r["final_accuracy"]:.3f}' for r in rows) or '-')
 
 
-def accuracy_falls_with_survival(results, cells: Sequence[str],
+def accuracy_falls_with_survival(results,
+                                 cells: Sequence[str],
                                  process: str = 'mask_none') -> Value:
   """1 when the final accuracy falls with every step up in mean S / S_max over the cells."""
   rows = _masking_rows(results, cells, process)
@@ -392,11 +451,11 @@ def accuracy_falls_with_survival(results, cells: Sequence[str],
 
 
 MEASURES: dict[str, Callable[..., Value]] = {
-    f.__name__: f for f in (accuracy, each, gap, ratio, spread, smallest_margin, ordering,
-                            sooner, leads, curve_gap, lead_rounds, without_runs,
-                            worst_drop, scaling_exponents, chosen_tau, survival,
-                            survives_and_trains, cells, accuracy_falls_with_survival)}
-
+    f.__name__: f
+    for f in (accuracy, each, gap, ratio, spread, smallest_margin, ordering, sooner, leads,
+              curve_gap, lead_rounds, without_runs, worst_drop, scaling_exponents, chosen_tau,
+              survival, survives_and_trains, cells, accuracy_falls_with_survival)
+}
 
 # ---------------------------------------------------------------------------------------------
 # Verdicts and the table.
@@ -433,6 +492,7 @@ def _line(results, m: spec.Measure, tests: Sequence[tuple[str, spec.Test]]) -> s
 def _reads(claim: spec.Claim):
   """What the claim's measures read: each `spec.Select` (a `figure` argument as one) and each
   named run `<figure>/<run>`."""
+
   def visit(value):
     if isinstance(value, spec.Select):
       yield value
@@ -456,10 +516,12 @@ def runs_read(results, claim: spec.Claim) -> list[str]:
     if isinstance(read, str):
       candidates = [results.resolve(read)]
     else:
-      candidates = [ref for name in read.figures for ref in results.figure_runs(name)
-                    if all(k not in results.run(ref).flags or
-                           runs_lib.matches({k: results.run(ref).flags[k]}, {k: v})
-                           for k, v in read.where.items())]
+      candidates = [
+          ref for name in read.figures for ref in results.figure_runs(name)
+          if all(k not in results.run(ref).flags or
+                 runs_lib.matches({k: results.run(ref).flags[k]}, {k: v})
+                 for k, v in read.where.items())
+      ]
     refs += [ref for ref in candidates if ref not in refs]
   return refs
 
@@ -490,11 +552,10 @@ def progress(results, claim: spec.Claim) -> tuple[list[tuple[str, int, int]], in
 def progress_text(results, claim: spec.Claim) -> str:
   """How far the runs a claim reads are: `k of n runs finished (<run> round r of N, ...)`."""
   unfinished, count = progress(results, claim)
-  shown = ', '.join(f'{ref} round {done} of {declared}'
-                    for ref, done, declared in unfinished[:3])
+  shown = ', '.join(f'{ref} round {done} of {declared}' for ref, done, declared in unfinished[:3])
   more = f' and {len(unfinished) - 3} more' if len(unfinished) > 3 else ''
-  return f'{count - len(unfinished)} of {count} runs finished' + (
-      f' ({shown}{more})' if unfinished else '')
+  return f'{count - len(unfinished)} of {count} runs finished' + (f' ({shown}{more})'
+                                                                  if unfinished else '')
 
 
 def verdict(results, claim: spec.Claim) -> tuple[str, list[str]]:

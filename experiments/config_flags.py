@@ -35,8 +35,7 @@ def _kind(field: dataclasses.Field, default: Any) -> str:
   if typing.get_origin(annotation) is typing.Union:  # Optional[X]: X.
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     annotation = args[0] if len(args) == 1 else Any
-  for kind, python_type in (('bool', bool), ('integer', int), ('float', float),
-                            ('string', str)):
+  for kind, python_type in (('bool', bool), ('integer', int), ('float', float), ('string', str)):
     if annotation is python_type or (annotation is Any and type(default) is python_type):
       return kind
   if typing.get_origin(annotation) in (Sequence, list, tuple) or isinstance(default, tuple):
@@ -44,7 +43,9 @@ def _kind(field: dataclasses.Field, default: Any) -> str:
   return 'string'
 
 
-def define(names: Optional[Sequence[str]] = None, *, defaults: Optional[dict] = None,
+def define(names: Optional[Sequence[str]] = None,
+           *,
+           defaults: Optional[dict] = None,
            flag_values: flags.FlagValues = flags.FLAGS) -> dict[str, flags.FlagHolder]:
   """Defines a flag per configuration field (`names`, default: all but `NOT_FLAGS`).
 
@@ -68,10 +69,15 @@ def define(names: Optional[Sequence[str]] = None, *, defaults: Optional[dict] = 
     kind = _kind(field, default)
     help_text = hyperparameters.help_of(field) or name
     if kind == 'list':
-      holders[name] = flags.DEFINE_list(name, list(default), help_text, flag_values=flag_values,
+      holders[name] = flags.DEFINE_list(name,
+                                        list(default),
+                                        help_text,
+                                        flag_values=flag_values,
                                         module_name=module_name)
     else:
-      holders[name] = getattr(flags, f'DEFINE_{kind}')(name, default, help_text,
+      holders[name] = getattr(flags, f'DEFINE_{kind}')(name,
+                                                       default,
+                                                       help_text,
                                                        flag_values=flag_values,
                                                        module_name=module_name)
   return holders
@@ -86,14 +92,21 @@ def _value(name: str, holder: flags.FlagHolder):
   return value
 
 
-def values(holders: dict[str, flags.FlagHolder], *, only_present: bool = False,
+def values(holders: dict[str, flags.FlagHolder],
+           *,
+           only_present: bool = False,
            flag_values: flags.FlagValues = flags.FLAGS) -> dict:
   """The flags' values as configuration fields (only those given, with `only_present`)."""
-  return {name: _value(name, holder) for name, holder in holders.items()
-          if not only_present or flag_values[holder.name].present}
+  return {
+      name: _value(name, holder)
+      for name, holder in holders.items()
+      if not only_present or flag_values[holder.name].present
+  }
 
 
-def check_knobs_taken(holders: dict[str, flags.FlagHolder], algorithms: Sequence[str], *,
+def check_knobs_taken(holders: dict[str, flags.FlagHolder],
+                      algorithms: Sequence[str],
+                      *,
                       flag_values: flags.FlagValues = flags.FLAGS) -> None:
   """Refuses a knob given on the command line that none of the run's algorithms takes (it
   would change nothing: `--topk_rule=global` with EC-FFL alone, say).
@@ -101,14 +114,16 @@ def check_knobs_taken(holders: dict[str, flags.FlagHolder], algorithms: Sequence
   Raises:
     config_lib.ConfigError: naming the knobs and the algorithms that take them.
   """
-  given = [name for name, holder in holders.items()
-           if name in registry.KNOB_NAMES and flag_values[holder.name].present]
+  given = [
+      name for name, holder in holders.items()
+      if name in registry.KNOB_NAMES and flag_values[holder.name].present
+  ]
   unused = sorted(set(given) - config_lib.knobs_used(algorithms))
   if unused:
-    takers = {name: [a for a in registry.NAMES if name in registry.knobs_of([a])]
-              for name in unused}
+    takers = {
+        name: [a for a in registry.NAMES if name in registry.knobs_of([a])] for name in unused
+    }
     raise config_lib.ConfigError(
         f'{", ".join("--" + n for n in unused)} given, but no algorithm of this run '
-        f'({", ".join(algorithms)}) takes it: ' + '; '.join(
-            f'{n} is a knob of {", ".join(t)}' for n, t in takers.items()) + '.')
-
+        f'({", ".join(algorithms)}) takes it: ' +
+        '; '.join(f'{n} is a knob of {", ".join(t)}' for n, t in takers.items()) + '.')

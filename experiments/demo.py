@@ -32,9 +32,10 @@ _FLAGS = config_flags.define(
     ('rounds', 'num_clients', 'keep_percent', 'tau', 'tau_decay', 'learning_rate', 'seed',
      'eval_every') + config_flags.EXECUTION_FIELDS,
     defaults=dict(rounds=40, num_clients=10, learning_rate=0.5))
-_OUTPUT_DIR = binary.path_flag(flags.DEFINE_string(
-    'output_dir', None, 'Keep the run here (default: a temporary directory, removed at the '
-    'end).'))
+_OUTPUT_DIR = binary.path_flag(
+    flags.DEFINE_string(
+        'output_dir', None, 'Keep the run here (default: a temporary directory, removed at the '
+        'end).'))
 
 NAMES = {'flare': 'FLARE', 'ec': 'EC', 'fedavg': 'FedAvg'}
 
@@ -42,19 +43,24 @@ NAMES = {'flare': 'FLARE', 'ec': 'EC', 'fedavg': 'FedAvg'}
 def demo_config(output_dir: str) -> config_lib.ExperimentConfig:
   """The demo's experiment: one full-batch step of plain SGD per client per round."""
   values = config_flags.values(_FLAGS)
-  return config_lib.ExperimentConfig(
-      output_dir=output_dir, task='digits_demo', algorithms=tuple(NAMES),
-      checkpoint_every=max(1, values['rounds']), **values)
+  return config_lib.ExperimentConfig(output_dir=output_dir,
+                                     task='digits_demo',
+                                     algorithms=tuple(NAMES),
+                                     checkpoint_every=max(1, values['rounds']),
+                                     **values)
 
 
 def summarize(run_dir: pathlib.Path, summary: dict) -> str:
   """A table: final test accuracy/loss, mean entries sent per client per round, density."""
-  lines = [f'{"algorithm":<8} {"test acc":>8} {"test loss":>9} {"sent/client/round":>17} '
-           f'{"density":>10}']
+  lines = [
+      f'{"algorithm":<8} {"test acc":>8} {"test loss":>9} {"sent/client/round":>17} '
+      f'{"density":>10}'
+  ]
   for name, label in NAMES.items():
     final = summary['final_eval'][name]
-    column = lambda c, name=name: [v for _, v in run_files.rows_of(
-        run_dir, name, f'train/aggregator/communication/{c}')]
+    column = lambda c, name=name: [
+        v for _, v in run_files.rows_of(run_dir, name, f'train/aggregator/communication/{c}')
+    ]
     sent, density = column('entries_sent_per_client'), column('density')
     lines.append(f'{label:<8} {final["accuracy"]:>8.4f} {final["loss"]:>9.4f} '
                  f'{np.mean(sent):>17.1f} {np.mean(density):>10.3e}')

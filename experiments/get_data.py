@@ -38,11 +38,11 @@ from tff_flare.simulation import files
 from tff_flare.tasks import data_sources
 
 DATASETS = ('mnist', 'cifar10', 'cifar100', 'shakespeare')
-CIFAR10_CLASSES = ('airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog', 'horse',
-                   'ship', 'truck')
+CIFAR10_CLASSES = ('airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog', 'horse', 'ship',
+                   'truck')
 
-_DATA_DIR = binary.path_flag(flags.DEFINE_string('data_dir', data_sources.DEFAULT_DATA_DIR,
-                                                 'Where the data sets go.'))
+_DATA_DIR = binary.path_flag(
+    flags.DEFINE_string('data_dir', data_sources.DEFAULT_DATA_DIR, 'Where the data sets go.'))
 _DATASETS = flags.DEFINE_list('datasets', list(DATASETS), 'Which: ' + ', '.join(DATASETS) + '.')
 _OVERWRITE = flags.DEFINE_bool('overwrite', False, 'Fetch the files that are there again.')
 
@@ -87,8 +87,9 @@ def check_reachable(loader: str, urls, timeout_s: float = 10.0) -> None:
   Raises:
     binary.BadInput: a host that does not resolve or answer.
   """
-  if any(os.environ.get(v) for v in ('https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY',
-                                       'all_proxy', 'ALL_PROXY')):
+  if any(
+      os.environ.get(v) for v in ('https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY',
+                                  'all_proxy', 'ALL_PROXY')):
     return
   for host in sorted({urllib.parse.urlparse(url).hostname for url in urls} - {None}):
     try:
@@ -108,10 +109,10 @@ def write_play(path: pathlib.Path) -> None:
     builder = tfds.builder('tiny_shakespeare', data_dir=str(tfds_dir))
     if not builder.is_prepared():
       check_reachable(loader, builder.url_infos or ())
-    splits = tfds.load('tiny_shakespeare', split=['train', 'validation', 'test'],
+    splits = tfds.load('tiny_shakespeare',
+                       split=['train', 'validation', 'test'],
                        data_dir=str(tfds_dir))
-    text = ''.join(example['text'].decode() for split in splits
-                   for example in tfds.as_numpy(split))
+    text = ''.join(example['text'].decode() for split in splits for example in tfds.as_numpy(split))
   except Exception as e:  # pylint: disable=broad-except
     if made:  # What a failed download leaves (its temporary and incomplete folders).
       shutil.rmtree(tfds_dir, ignore_errors=True)
@@ -138,8 +139,11 @@ def _damage(name: str, source: str, path: pathlib.Path) -> str | None:
 
 def fetch(name: str, data_dir: pathlib.Path, overwrite: bool, log=print) -> list[pathlib.Path]:
   """Writes data set `name`'s files into `data_dir`; returns them."""
-  targets = {source: data_dir / file
-             for (dataset, source), file in data_sources.DATA_FILES.items() if dataset == name}
+  targets = {
+      source: data_dir / file
+      for (dataset, source), file in data_sources.DATA_FILES.items()
+      if dataset == name
+  }
   wanted = {s: p for s, p in targets.items() if overwrite or not p.exists()}
   for source, path in targets.items():
     if source in wanted:

@@ -24,7 +24,6 @@ from tff_flare.simulation import files
 GRADIENT_TOLERANCE = 1e-7
 MAX_ITERATIONS = 5_000
 
-
 # The run flags that say which examples are the objective's.
 _DATA_OPTIONS = ('source', 'data_path', 'total_clients', 'num_clients', 'partition', 'alpha',
                  'ratio', 'seed')
@@ -38,9 +37,12 @@ def objective_data(figure: spec.Figure, data_dir: str) -> tuple[np.ndarray, np.n
   """`(x float64 [n, features], y int [n])`: the examples the figure's runs evaluate on."""
   from tff_flare.tasks import registry as tasks  # pylint: disable=g-import-not-at-top
   flags_of_run = dict(figure.runs[0].flags)
-  options = {k: v.replace(schedule.DATA_DIR, data_dir.rstrip('/') or '.')
-             if isinstance(v, str) else v
-             for k, v in flags_of_run.items() if k in _DATA_OPTIONS}
+  options = {
+      k: v.replace(schedule.DATA_DIR,
+                   data_dir.rstrip('/') or '.') if isinstance(v, str) else v
+      for k, v in flags_of_run.items()
+      if k in _DATA_OPTIONS
+  }
   task = tasks.build_task(flags_of_run['task'], eval_data='train', **options)
   xs, ys = [], []
   for batch in task.test_data:
@@ -73,13 +75,20 @@ def minimize(x: np.ndarray, y: np.ndarray) -> dict:
   import scipy.optimize  # pylint: disable=g-import-not-at-top
   start = time.monotonic()
   loss_and_gradient, size = softmax_regression(x, y)
-  result = scipy.optimize.minimize(
-      loss_and_gradient, np.zeros(size), jac=True, method='L-BFGS-B',
-      options=dict(maxiter=MAX_ITERATIONS, maxfun=2 * MAX_ITERATIONS,
-                   gtol=GRADIENT_TOLERANCE, ftol=0.0))
-  return dict(f_star=float(result.fun), gradient_max=float(np.abs(result.jac).max()),
-              iterations=int(result.nit), seconds=round(time.monotonic() - start, 1),
-              stopped=str(result.message), examples=int(len(y)))
+  result = scipy.optimize.minimize(loss_and_gradient,
+                                   np.zeros(size),
+                                   jac=True,
+                                   method='L-BFGS-B',
+                                   options=dict(maxiter=MAX_ITERATIONS,
+                                                maxfun=2 * MAX_ITERATIONS,
+                                                gtol=GRADIENT_TOLERANCE,
+                                                ftol=0.0))
+  return dict(f_star=float(result.fun),
+              gradient_max=float(np.abs(result.jac).max()),
+              iterations=int(result.nit),
+              seconds=round(time.monotonic() - start, 1),
+              stopped=str(result.message),
+              examples=int(len(y)))
 
 
 def write_optimum(figure: spec.Figure, folder: pathlib.Path, data_dir: str) -> dict:

@@ -28,8 +28,7 @@ from tff_flare.experiment import run_files
 from tff_flare.experiment import config as config_lib
 from tff_flare.simulation import files
 
-_OUTPUT = binary.path_flag(flags.DEFINE_string('output', None,
-                                               'PNG file to write (required).'))
+_OUTPUT = binary.path_flag(flags.DEFINE_string('output', None, 'PNG file to write (required).'))
 _SEEDS = flags.DEFINE_bool('seeds', False, 'The directories are seeds of one experiment.')
 _TITLE = flags.DEFINE_string('title', None, 'Figure title (with --seeds).')
 _TABLE_ROUNDS = flags.DEFINE_list('table_rounds', ['100', '200', '300', '1000'],

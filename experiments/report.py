@@ -18,7 +18,7 @@ from tff_flare.simulation import files
 
 PAGE = 'README.md'
 _PAPERS = (('FLARE', 'FLARE (Greidi & Cohen)'), ('Masking', 'Update masking ("How much '
-                                                  'regularization survives averaging?")'),
+                                                 'regularization survives averaging?")'),
            ('Ours', 'Our own checks'))
 
 
@@ -40,8 +40,8 @@ def _claims_section(results: runs_lib.Results, claims: Sequence[spec.Claim]) -> 
     word, tests = claims_lib.verdict(results, claim)
     links = ', '.join(f'[{name}](#{name})' for name in claim.figures)
     rows.append(f'| {number} | {claim.name} | {claim.claim} | **{word}** | {links} |')
-    quotes = [_quote(sentence) for sentence in claim.quotes] or [
-        '> Ours: no sentence of the papers; a check of what the runs show.']
+    quotes = [_quote(sentence) for sentence in claim.quotes
+             ] or ['> Ours: no sentence of the papers; a check of what the runs show.']
     lines = ([f'- runs: {claims_lib.progress_text(results, claim)}; the tests so far:']
              if word == 'in progress' else [])
     lines += [f'- test: {t}' for t in tests]
@@ -65,11 +65,10 @@ def _claims_section(results: runs_lib.Results, claims: Sequence[spec.Claim]) -> 
           '\n\n'.join(details) + '\n')
 
 
-def _figure_section(figure: spec.Figure, results: runs_lib.Results, folder: pathlib.Path
-                    ) -> str:
+def _figure_section(figure: spec.Figure, results: runs_lib.Results, folder: pathlib.Path) -> str:
   drawn = charts.draw(figure, results, folder)
-  image = (f'![{figure.title}]({figure.name}/{figure.image})\n\n'
-           if figure.image and (folder / figure.image).exists() else '')
+  image = (f'![{figure.title}]({figure.name}/{figure.image})\n\n' if figure.image and
+           (folder / figure.image).exists() else '')
   count = len(figure.runs)
   own = (f'`python -m experiments.reproduce --figures={figure.name}` ({count} run'
          f'{"s" if count != 1 else ""}; `--dry_run` prints each command)')
@@ -107,14 +106,14 @@ def _code_line(figure: spec.Figure, results: runs_lib.Results) -> str:
     for piece in pieces:
       commit = (piece.get('commit') or 'no git checkout')[:10]
       key = commit + (' with uncommitted changes' if piece.get('dirty') else '')
-      by_commit.setdefault(key, []).append(
-          run.name + (f' from round {piece["from_round"]}' if piece.get('from_round') else ''))
+      by_commit.setdefault(
+          key, []).append(run.name +
+                          (f' from round {piece["from_round"]}' if piece.get('from_round') else ''))
   parts = [f'`{key}` ({", ".join(names)})' for key, names in by_commit.items()]
   if unrecorded:
     parts.append(f'not recorded ({len(unrecorded)} run{"s" if len(unrecorded) != 1 else ""} '
                  'made before runs recorded their commit)')
   return '; '.join(parts) or 'no runs'
-
 
 
 def costs_table(figures: Sequence[spec.Figure], results_dir: pathlib.Path) -> str:
@@ -123,8 +122,10 @@ def costs_table(figures: Sequence[spec.Figure], results_dir: pathlib.Path) -> st
   configuration, else unknown)."""
   statuses = schedule.status(figures, results_dir)
   estimates = schedule.costs(statuses)
-  rows = ['| figure | runs finished | rounds done / planned | hours left | hours from scratch |',
-          '|---|---:|---:|---:|---:|']
+  rows = [
+      '| figure | runs finished | rounds done / planned | hours left | hours from scratch |',
+      '|---|---:|---:|---:|---:|'
+  ]
   for figure in figures:
     mine = [s for s in statuses if s.figure is figure]
     if not mine:
@@ -136,12 +137,14 @@ def costs_table(figures: Sequence[spec.Figure], results_dir: pathlib.Path) -> st
                 f'{sum(s.run.rounds for s in mine):,} | {schedule.hours(sum(c.left for c in cost))}'
                 f' | {schedule.hours(sum(c.from_scratch for c in cost))}{label} |')
   return ('## Costs\n\nOn the machine the runs were made on (one core a run, in-process; the '
-          'seconds a round each run measured, `reproduce --list` per run):\n\n' +
-          '\n'.join(rows) + '\n')
+          'seconds a round each run measured, `reproduce --list` per run):\n\n' + '\n'.join(rows) +
+          '\n')
 
 
-def write(figures: Sequence[spec.Figure], claims: Sequence[spec.Claim],
-          results_dir: pathlib.Path, log: Callable[[str], object] = print) -> pathlib.Path:
+def write(figures: Sequence[spec.Figure],
+          claims: Sequence[spec.Claim],
+          results_dir: pathlib.Path,
+          log: Callable[[str], object] = print) -> pathlib.Path:
   """Draws every figure with runs, judges the claims and writes the page; returns its path."""
   results_dir = pathlib.Path(results_dir)
   results = runs_lib.Results(results_dir, figures)

@@ -40,26 +40,37 @@ from tff_flare.experiment import run_files
 from tff_flare.tasks import data_sources
 
 _FIGURES = flags.DEFINE_list('figures', [], 'Figures to run (default: all; --list names them).')
-_RESULTS_DIR = binary.path_flag(flags.DEFINE_string(
-    'results_dir', str(schedule.RESULTS), 'Where the runs and figures go (a fresh folder '
-    'remakes them from scratch).'))
-_DATA_DIR = binary.path_flag(flags.DEFINE_string(
-    'data_dir', binary.DEFAULT_DATA_DIR, 'The data directory the runs read (`python -m '
-    'experiments.get_data` fills it).'))
+_RESULTS_DIR = binary.path_flag(
+    flags.DEFINE_string(
+        'results_dir', str(schedule.RESULTS), 'Where the runs and figures go (a fresh folder '
+        'remakes them from scratch).'))
+_DATA_DIR = binary.path_flag(
+    flags.DEFINE_string(
+        'data_dir', binary.DEFAULT_DATA_DIR, 'The data directory the runs read (`python -m '
+        'experiments.get_data` fills it).'))
 _LIST = flags.DEFINE_bool('list', False, 'Print every figure, its runs, their status and costs.')
-_JOBS = flags.DEFINE_integer('jobs', 1, 'Runs at a time, one core each.', lower_bound=1,
-                            upper_bound=1024)
+_JOBS = flags.DEFINE_integer('jobs',
+                             1,
+                             'Runs at a time, one core each.',
+                             lower_bound=1,
+                             upper_bound=1024)
 _SHARD = flags.DEFINE_string('shard', None, 'i/n: every n-th run from the i-th (0 <= i < n).')
-_DRY_RUN = flags.DEFINE_bool('dry_run', False, 'Print the command of every run of the '
-                             'selected figures (and the rounds each has done).')
+_DRY_RUN = flags.DEFINE_bool(
+    'dry_run', False, 'Print the command of every run of the '
+    'selected figures (and the rounds each has done).')
 _UNTIL_ROUND = flags.DEFINE_integer(
-    'until_round', None, 'Run in pieces: take every run only up to this round this time (a '
-    'later call without it, or with more, goes on from its checkpoint).', lower_bound=1,
+    'until_round',
+    None, 'Run in pieces: take every run only up to this round this time (a '
+    'later call without it, or with more, goes on from its checkpoint).',
+    lower_bound=1,
     upper_bound=2**31 - 1)
 _MEMORY_BUDGET = flags.DEFINE_float(
-    'memory_budget_gib', None, 'GiB the runs may use together (default: what this process '
+    'memory_budget_gib',
+    None, 'GiB the runs may use together (default: what this process '
     "may use: its cgroup's limit, else the machine's available memory); a run is started "
-    'beside others only when their peaks fit together.', lower_bound=0.001, upper_bound=2**20)
+    'beside others only when their peaks fit together.',
+    lower_bound=0.001,
+    upper_bound=2**20)
 flags.register_validator('memory_budget_gib', lambda v: v is None or math.isfinite(v),
                          '--memory_budget_gib must be a finite number of GiB.')
 _SUMMARIZE_ONLY = flags.DEFINE_bool('summarize_only', False,
@@ -100,7 +111,10 @@ def main(argv):
   status = 0
   if not _SUMMARIZE_ONLY.value:
     try:
-      status = schedule.execute(runs, results, _DATA_DIR.value, _JOBS.value,
+      status = schedule.execute(runs,
+                                results,
+                                _DATA_DIR.value,
+                                _JOBS.value,
                                 until_round=_UNTIL_ROUND.value,
                                 memory_budget_gib=_MEMORY_BUDGET.value)
     except schedule.ReproduceError as e:
@@ -116,8 +130,10 @@ def main(argv):
           found = optimum.write_optimum(figure, folder, _DATA_DIR.value)
         except (ValueError, data_sources.DataSourceError) as e:
           raise binary.BadInput(f'f* of {figure.name}: {binary.one_line(e)}') from e
-        print(f'{figure.name}: f* = {found["f_star"]:.6f} ({found["iterations"]} iterations, '
-              f'{found["seconds"]} s)', flush=True)
+        print(
+            f'{figure.name}: f* = {found["f_star"]:.6f} ({found["iterations"]} iterations, '
+            f'{found["seconds"]} s)',
+            flush=True)
   path = report.write(manifest.FIGURES, manifest.CLAIMS, results)
   print(f'The results page: {path}')
   return status

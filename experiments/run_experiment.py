@@ -50,8 +50,7 @@ def build_config() -> config_lib.ExperimentConfig:
   if _PRESET.value:
     return presets.config_from_preset(_PRESET.value, _OUTPUT_DIR.value,
                                       **config_flags.values(_FIELDS, only_present=True))
-  return config_lib.ExperimentConfig(output_dir=_OUTPUT_DIR.value,
-                                     **config_flags.values(_FIELDS))
+  return config_lib.ExperimentConfig(output_dir=_OUTPUT_DIR.value, **config_flags.values(_FIELDS))
 
 
 def run(config_fn, summary_lines: bool = True) -> int:
@@ -61,8 +60,10 @@ def run(config_fn, summary_lines: bool = True) -> int:
   config = config_fn()
   config_flags.check_knobs_taken(_FIELDS, config.algorithms)
   if _PRESET.value:
-    print(f'Preset {_PRESET.value}: {", ".join(config.algorithms)} on {config.task} '
-          '(--algorithms chooses others).', flush=True)
+    print(
+        f'Preset {_PRESET.value}: {", ".join(config.algorithms)} on {config.task} '
+        '(--algorithms chooses others).',
+        flush=True)
   summary = runner.run_experiment(config, log=lambda line: print(line, flush=True))
   if summary_lines:
     for name, result in summary['final_eval'].items():

@@ -23,7 +23,6 @@ from experiments import binary
 from experiments import presets
 from experiments import run_experiment
 
-
 # The experiment binary's flags are this one's: its --help lists them.
 flags.adopt_module_key_flags(run_experiment)
 

@@ -40,26 +40,38 @@ from tff_flare.experiment import config as config_lib
 _OUTPUT_DIR = binary.path_flag(flags.DEFINE_string('output_dir', None, 'Grid directory.'))
 flags.mark_flag_as_required('output_dir')
 # The grid's defaults for the configuration's fields (their help is the fields').
-_CELL = config_flags.define(
-    ('source', 'data_path', 'rounds', 'eval_every', 'keep_probability', 'num_mask_draws',
-     'batch_size', 'learning_rate', 'momentum', 'seed'),
-    defaults=dict(source='tfds', rounds=10, eval_every=5, keep_probability=0.5,
-                  num_mask_draws=4, batch_size=32, learning_rate=0.02, momentum=0.9))
-_MINIBATCH_EPOCHS = flags.DEFINE_integer('minibatch_epochs', 1, 'Minibatch local epochs.',
+_CELL = config_flags.define(('source', 'data_path', 'rounds', 'eval_every', 'keep_probability',
+                             'num_mask_draws', 'batch_size', 'learning_rate', 'momentum', 'seed'),
+                            defaults=dict(source='tfds',
+                                          rounds=10,
+                                          eval_every=5,
+                                          keep_probability=0.5,
+                                          num_mask_draws=4,
+                                          batch_size=32,
+                                          learning_rate=0.02,
+                                          momentum=0.9))
+_MINIBATCH_EPOCHS = flags.DEFINE_integer('minibatch_epochs',
+                                         1,
+                                         'Minibatch local epochs.',
                                          lower_bound=1)
-_FULLBATCH_STEPS = flags.DEFINE_integer('fullbatch_steps', 2, 'Full-batch local steps.',
+_FULLBATCH_STEPS = flags.DEFINE_integer('fullbatch_steps',
+                                        2,
+                                        'Full-batch local steps.',
                                         lower_bound=1)
 _FULLBATCH_LR = flags.DEFINE_float('fullbatch_learning_rate', 0.05,
                                    'Full-batch client learning rate.')
 _LOCAL = flags.DEFINE_list('local_training', ['minibatch', 'fullbatch'], 'Local training kinds.')
-_PARTITIONS = flags.DEFINE_list(
-    'partitions', list(manifest.PARTITIONS), 'Partitions: iid, dir<alpha>, qskew<ratio>.')
+_PARTITIONS = flags.DEFINE_list('partitions', list(manifest.PARTITIONS),
+                                'Partitions: iid, dir<alpha>, qskew<ratio>.')
 _PROCESSES = flags.DEFINE_list(
     'processes', list(presets.MASKING_STUDY['algorithms']),
     'Processes trained side by side in each cell. S is measured on the deltas, so '
     '`mask_none` alone gives a cell\'s survival curve.')
-_JOBS = flags.DEFINE_integer('jobs', 1, 'Cells run at once (each on its own core when > 1).',
-                             lower_bound=1, upper_bound=1024)
+_JOBS = flags.DEFINE_integer('jobs',
+                             1,
+                             'Cells run at once (each on its own core when > 1).',
+                             lower_bound=1,
+                             upper_bound=1024)
 _SUMMARIZE_ONLY = flags.DEFINE_bool('summarize_only', False, 'Only rebuild the table/plots.')
 _EXECUTION = config_flags.define(config_flags.EXECUTION_FIELDS)
 
@@ -76,10 +88,12 @@ def cell_run(local: str, partition: str) -> spec.Run:
   config_lib.check_partition(values['partition'], values.get('alpha', defaults.alpha),
                              values.get('ratio', defaults.ratio))
   if local == 'minibatch':
-    values.update(batch_size=cell['batch_size'], local_epochs=_MINIBATCH_EPOCHS.value,
+    values.update(batch_size=cell['batch_size'],
+                  local_epochs=_MINIBATCH_EPOCHS.value,
                   learning_rate=cell['learning_rate'])
   elif local == 'fullbatch':
-    values.update(batch_size=0, local_epochs=_FULLBATCH_STEPS.value,
+    values.update(batch_size=0,
+                  local_epochs=_FULLBATCH_STEPS.value,
                   learning_rate=_FULLBATCH_LR.value)
   else:
     raise ValueError(f'Unknown local training {local!r}: minibatch or fullbatch.')
@@ -88,19 +102,21 @@ def cell_run(local: str, partition: str) -> spec.Run:
   if not processes or any(p not in study for p in processes):
     raise ValueError(f'--processes={",".join(processes)}: choose from {", ".join(study)} '
                      '(the grid tabulates their survival).')
-  values.update(algorithms=','.join(processes), eval_every=cell['eval_every'],
-                momentum=cell['momentum'], keep_probability=cell['keep_probability'],
-                num_mask_draws=cell['num_mask_draws'], seed=cell['seed'], source=cell['source'])
+  values.update(algorithms=','.join(processes),
+                eval_every=cell['eval_every'],
+                momentum=cell['momentum'],
+                keep_probability=cell['keep_probability'],
+                num_mask_draws=cell['num_mask_draws'],
+                seed=cell['seed'],
+                source=cell['source'])
   if cell['data_path']:
     values['data_path'] = cell['data_path']
-  return spec.Run(f'{local}_{partition}', values, rounds=cell['rounds'],
-                  binary=spec.RUN_MASKING)
+  return spec.Run(f'{local}_{partition}', values, rounds=cell['rounds'], binary=spec.RUN_MASKING)
 
 
 def grid_runs() -> list[spec.Run]:
   """The cells the flags ask for."""
-  return [cell_run(local, partition) for local in _LOCAL.value
-          for partition in _PARTITIONS.value]
+  return [cell_run(local, partition) for local in _LOCAL.value for partition in _PARTITIONS.value]
 
 
 def _execution_args() -> list[str]:
@@ -126,8 +142,11 @@ def main(argv):
     # The grid is a figure whose folder is --output_dir.
     figure = spec.Figure(name=folder.name, title='update-masking grid', paper='Masking')
     if not _SUMMARIZE_ONLY.value:
-      status = schedule.execute([(figure, run) for run in cells], folder.parent, data_dir='',
-                                jobs=_JOBS.value, pin=_JOBS.value > 1,
+      status = schedule.execute([(figure, run) for run in cells],
+                                folder.parent,
+                                data_dir='',
+                                jobs=_JOBS.value,
+                                pin=_JOBS.value > 1,
                                 execution_args=_execution_args())
       if status:
         return status

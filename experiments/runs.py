@@ -12,6 +12,7 @@ from typing import Optional
 from tff_flare.experiment import run_files
 from tff_flare.experiment.run_files import Curve
 
+
 @dataclasses.dataclass
 class Seed:
   """One seed of an experiment: runs (one or more, joined) in declaration order; an

@@ -71,7 +71,9 @@ def flag_args(flags, data_dir: str = '') -> list[str]:
   return args
 
 
-def command(run: spec.Run, run_dir: pathlib.Path, data_dir: str,
+def command(run: spec.Run,
+            run_dir: pathlib.Path,
+            data_dir: str,
             execution_args: Sequence[str] = ONE_CORE,
             until_round: Optional[int] = None) -> list[str]:
   """The command line of `run` into `run_dir`, to its planned rounds or, in pieces, to
@@ -87,8 +89,11 @@ def printable(args: Sequence[str]) -> str:
 
 
 def _comparable(flags) -> dict:
-  return {k: v for k, v in json.loads(json.dumps(dict(flags), default=str)).items()
-          if k not in LOCATION_FLAGS}
+  return {
+      k: v
+      for k, v in json.loads(json.dumps(dict(flags), default=str)).items()
+      if k not in LOCATION_FLAGS
+  }
 
 
 def check_recorded_flags(run: spec.Run, run_dir: pathlib.Path) -> None:
@@ -108,8 +113,8 @@ def check_recorded_flags(run: spec.Run, run_dir: pathlib.Path) -> None:
   wanted = _comparable(run.flags)
   then = _comparable(recorded.get('flags', {}))
   if recorded.get('binary') != run.binary or then != wanted:
-    changed = sorted(set(then) ^ set(wanted) | {
-        k for k in wanted if k in then and then[k] != wanted[k]})
+    changed = sorted(
+        set(then) ^ set(wanted) | {k for k in wanted if k in then and then[k] != wanted[k]})
     raise ReproduceError(
         f'{run_dir} holds a run made with other flags ({", ".join(changed) or "binary"}); the '
         'manifest would mix two configurations. Remove the directory to run it again, or '
@@ -118,14 +123,15 @@ def check_recorded_flags(run: spec.Run, run_dir: pathlib.Path) -> None:
 
 def _record_flags(run: spec.Run, run_dir: pathlib.Path) -> None:
   run_dir.mkdir(parents=True, exist_ok=True)
-  files.write_file(run_dir / COMMAND_FILE, json.dumps(
-      dict(binary=run.binary, flags=dict(run.flags)), indent=2, default=str) + '\n')
+  files.write_file(
+      run_dir / COMMAND_FILE,
+      json.dumps(dict(binary=run.binary, flags=dict(run.flags)), indent=2, default=str) + '\n')
 
 
 def cost_key(run: spec.Run) -> str:
   """Runs with the same key cost the same a round: the flags but the seeds."""
-  return json.dumps({k: v for k, v in sorted(run.flags.items())
-                     if k not in ('seed', 'model_seed')}, default=str)
+  return json.dumps({k: v for k, v in sorted(run.flags.items()) if k not in ('seed', 'model_seed')},
+                    default=str)
 
 
 @dataclasses.dataclass
@@ -191,8 +197,8 @@ def costs(statuses: Sequence[RunStatus]) -> dict[tuple[str, str], Cost]:
     peak = s.peak_gib if s.peak_gib is not None else (
         max(peaks[cost_key(s.run)]) if peaks.get(cost_key(s.run)) else None)
     result[(s.figure.name, s.run.name)] = Cost(rate * s.run.rounds,
-                                               0.0 if not left else rate * left, measured,
-                                               peak, s.peak_gib is not None)
+                                               0.0 if not left else rate * left, measured, peak,
+                                               s.peak_gib is not None)
   return result
 
 
@@ -214,14 +220,13 @@ def format_list(figures: Sequence[spec.Figure], results: pathlib.Path) -> str:
       continue
     cost = [estimates[(figure.name, s.run.name)] for s in runs]
     exact = all(c.measured for c in cost)
-    lines.append(
-        f'{figure.name}: {figure.title} ({sum(s.finished for s in runs)}/{len(runs)} runs '
-        f'finished; {hours(sum(c.left for c in cost))} left, '
-        f'{hours(sum(c.from_scratch for c in cost))} from scratch'
-        f'{"" if exact else ", estimated"})')
+    lines.append(f'{figure.name}: {figure.title} ({sum(s.finished for s in runs)}/{len(runs)} runs '
+                 f'finished; {hours(sum(c.left for c in cost))} left, '
+                 f'{hours(sum(c.from_scratch for c in cost))} from scratch'
+                 f'{"" if exact else ", estimated"})')
     for s, c in zip(runs, cost):
-      rate = (f'{s.seconds_per_round:.2f} s/round' if s.seconds_per_round is not None else
-              'no rounds yet')
+      rate = (f'{s.seconds_per_round:.2f} s/round'
+              if s.seconds_per_round is not None else 'no rounds yet')
       label = '' if c.measured else ' (estimated)'
       peak = ('peak ?' if c.peak_gib is None else
               f'peak {c.peak_gib:.1f} GiB{"" if c.peak_measured else " (its kind)"}')
@@ -250,8 +255,8 @@ def parse_shard(text: Optional[str]) -> tuple[int, int]:
   return int(match.group(1)), int(match.group(2))
 
 
-def runs_shown(figures: Sequence[spec.Figure], manifest: Sequence[spec.Figure]
-               ) -> list[tuple[spec.Figure, spec.Run]]:
+def runs_shown(figures: Sequence[spec.Figure],
+               manifest: Sequence[spec.Figure]) -> list[tuple[spec.Figure, spec.Run]]:
   """Every run the figures show: each figure's own, then the runs of other figures it reads
   (each run once, under the figure that declares it), in manifest order."""
   owners = {f.name: f for f in manifest}
@@ -269,8 +274,8 @@ def runs_shown(figures: Sequence[spec.Figure], manifest: Sequence[spec.Figure]
   return result
 
 
-def shard_runs(runs: Sequence[tuple[spec.Figure, spec.Run]], shard: tuple[int, int]
-               ) -> list[tuple[spec.Figure, spec.Run]]:
+def shard_runs(runs: Sequence[tuple[spec.Figure, spec.Run]],
+               shard: tuple[int, int]) -> list[tuple[spec.Figure, spec.Run]]:
   """Every n-th run, from the i-th, in the given order (status not consulted)."""
   index, count = shard
   return list(runs)[index::count]
@@ -336,8 +341,11 @@ def _expected_peaks(runs: Sequence[tuple[spec.Figure, spec.Run]],
       peak = None
     statuses.append(RunStatus(figure, run, 0, None, peak))
   found = costs(statuses)
-  return {id(s.run): int(found[(s.figure.name, s.run.name)].peak_gib * memory.GIB)
-          for s in statuses if found[(s.figure.name, s.run.name)].peak_gib is not None}
+  return {
+      id(s.run): int(found[(s.figure.name, s.run.name)].peak_gib * memory.GIB)
+      for s in statuses
+      if found[(s.figure.name, s.run.name)].peak_gib is not None
+  }
 
 
 def _logged_estimate(log_path: pathlib.Path, start: int) -> Optional[int]:
@@ -352,9 +360,13 @@ def _logged_estimate(log_path: pathlib.Path, start: int) -> Optional[int]:
   return None if match is None else int(float(match.group(1)) * memory.GIB)
 
 
-def execute(runs: Sequence[tuple[spec.Figure, spec.Run]], results: pathlib.Path,
-            data_dir: str, jobs: int = 1, log: Callable[[str], object] = print,
-            pin: bool = True, execution_args: Sequence[str] = ONE_CORE,
+def execute(runs: Sequence[tuple[spec.Figure, spec.Run]],
+            results: pathlib.Path,
+            data_dir: str,
+            jobs: int = 1,
+            log: Callable[[str], object] = print,
+            pin: bool = True,
+            execution_args: Sequence[str] = ONE_CORE,
             until_round: Optional[int] = None,
             memory_budget_gib: Optional[float] = None) -> int:
   """Runs the unfinished `runs` into `results`, `jobs` at a time (each pinned to a core with
@@ -385,16 +397,17 @@ def execute(runs: Sequence[tuple[spec.Figure, spec.Run]], results: pathlib.Path,
                              'it makes).')
     check_recorded_flags(run, run_dir)
   goal = {id(r): r.rounds if until_round is None else min(r.rounds, until_round) for _, r in runs}
-  pending = [(f, r) for f, r in runs
-             if run_files.rounds_done(results / f.name / r.name) < goal[id(r)]]
+  pending = [
+      (f, r) for f, r in runs if run_files.rounds_done(results / f.name / r.name) < goal[id(r)]
+  ]
   for figure, run in runs:
     if (figure, run) not in pending:
       unchecked = not (results / figure.name / run.name / COMMAND_FILE).exists()
-      log(f'{figure.name}/{run.name}: finished ({goal[id(run)]} rounds), skipped'
-          + (' (made without a command.json: its flags are not checked)' if unchecked else ''))
+      log(f'{figure.name}/{run.name}: finished ({goal[id(run)]} rounds), skipped' +
+          (' (made without a command.json: its flags are not checked)' if unchecked else ''))
   cores = _cores()
-  budget = (int(memory_budget_gib * memory.GIB) if memory_budget_gib is not None else
-            _memory_left())
+  budget = (int(memory_budget_gib *
+                memory.GIB) if memory_budget_gib is not None else _memory_left())
   peaks = _expected_peaks(runs, results)
   alone: set[int] = set()  # Runs that would not fit beside others.
   running: dict[subprocess.Popen, _Running] = {}
@@ -433,10 +446,17 @@ def execute(runs: Sequence[tuple[spec.Figure, spec.Run]], results: pathlib.Path,
         with open(run_dir / LOG_FILE, 'a') as log_file:
           # A run ends as on Ctrl-C (resumable) when this process dies, however it dies
           # (SIGTERM, SIGHUP, SIGKILL): no run trains on unwatched, holding its directory.
-          process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT,
-                                     start_new_session=True, env=env,
+          process = subprocess.Popen(args,
+                                     stdout=log_file,
+                                     stderr=subprocess.STDOUT,
+                                     start_new_session=True,
+                                     env=env,
                                      preexec_fn=cleanup.parent_death_signal(signal.SIGINT))
-        running[process] = _Running(figure, run, core, peaks.get(id(run)), log_start,
+        running[process] = _Running(figure,
+                                    run,
+                                    core,
+                                    peaks.get(id(run)),
+                                    log_start,
                                     beside_others=bool(extra))
       time.sleep(0.5)
       for entry in running.values():

@@ -83,8 +83,9 @@ class Grid:
       flags = dict(self.base)
       for name, value in point.items():
         flags.update(value.flags if isinstance(value, Option) else {name: value})
-      result.append(Run(self.name.format(**point), flags, self.rounds, self.binary,
-                        self.joins.format(**point) if self.joins else None))
+      result.append(
+          Run(self.name.format(**point), flags, self.rounds, self.binary,
+              self.joins.format(**point) if self.joins else None))
     return tuple(result)
 
 
@@ -158,7 +159,6 @@ OPTIMUM_FILE = 'optimum.json'
 # A loss curve is monotone when no evaluation exceeds the lowest before it by more than this
 # fraction of it (the server model's full-batch loss after local minibatch steps).
 MONOTONE_SLACK = 0.01
-
 
 Drawing = Union[SeedCurves, AgainstParameter, MaskingTable, SparsityScaling]
 
@@ -272,8 +272,8 @@ def partition_option(name: str) -> Option:
   """
   if name == 'iid':
     return Option(name, dict(partition='iid'))
-  for prefix, partition, knob in (('dir', 'dirichlet', 'alpha'),
-                                  ('qskew', 'quantity_skew', 'ratio')):
+  for prefix, partition, knob in (('dir', 'dirichlet', 'alpha'), ('qskew', 'quantity_skew',
+                                                                  'ratio')):
     if name.startswith(prefix):
       try:
         return Option(name, {'partition': partition, knob: float(name[len(prefix):])})

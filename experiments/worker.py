@@ -17,9 +17,11 @@ from experiments import binary
 from tff_flare.execution import workers
 
 _PORT = flags.DEFINE_integer('port', 8000, 'Port the worker serves gRPC on.')
-_MAX_CALLS = flags.DEFINE_integer(
-    'max_concurrent_computation_calls', -1, 'Clients one worker trains at once (e.g. to '
-    'bound memory); non-positive: no limit.', lower_bound=-2**31, upper_bound=2**31 - 1)
+_MAX_CALLS = flags.DEFINE_integer('max_concurrent_computation_calls',
+                                  -1, 'Clients one worker trains at once (e.g. to '
+                                  'bound memory); non-positive: no limit.',
+                                  lower_bound=-2**31,
+                                  upper_bound=2**31 - 1)
 
 
 def main(argv) -> None:

@@ -26,11 +26,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
   """Says so when the check against the authors' own code (`test_golden.py`) did not run:
   without its data it is skipped, and a skip is easy to miss among the dots."""
   del exitstatus, config
-  skipped = [report for report in terminalreporter.stats.get('skipped', [])
-             if 'test_golden' in report.nodeid]
+  skipped = [
+      report for report in terminalreporter.stats.get('skipped', [])
+      if 'test_golden' in report.nodeid
+  ]
   if skipped:
     reason = skipped[0].longrepr[-1] if isinstance(skipped[0].longrepr, tuple) else ''
     terminalreporter.write_line(
         f'The golden check against the authors\' code did not run ({len(skipped)} tests '
         f'skipped: {reason}). Give it the data: ln -s <the shared folder> ../shared, or '
-        'TFF_FLARE_SHARED=<folder>.', yellow=True, bold=True)
+        'TFF_FLARE_SHARED=<folder>.',
+        yellow=True,
+        bold=True)

@@ -20,8 +20,11 @@ def global_topk(tensors: list[np.ndarray], keep_percent: float) -> list[np.ndarr
   keep = np.argsort(-np.abs(flat), kind='stable')[:k]
   sent = np.zeros_like(flat)
   sent[keep] = flat[keep]
-  return [piece.reshape(t.shape) for piece, t in
-          zip(np.split(sent, np.cumsum([t.size for t in tensors])[:-1]), tensors)]
+  return [
+      piece.reshape(t.shape)
+      for piece, t in zip(np.split(sent,
+                                   np.cumsum([t.size for t in tensors])[:-1]), tensors)
+  ]
 
 
 def percentile_mask(a: np.ndarray, t: float) -> np.ndarray:
@@ -36,8 +39,17 @@ def mse_gradient(w: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
   return (2.0 / len(y)) * x.T @ (x @ w - y)
 
 
-def flare_client_round(server, accumulator, batches, *, learning_rate, momentum, tau_r,
-                       reg_steps, restart, keep_percent, mask_percentile=50.0):
+def flare_client_round(server,
+                       accumulator,
+                       batches,
+                       *,
+                       learning_rate,
+                       momentum,
+                       tau_r,
+                       reg_steps,
+                       restart,
+                       keep_percent,
+                       mask_percentile=50.0):
   """One FLARE client round on the linear-regression model; returns (message, accumulator).
 
   Steps k = 0, 1, ...: the first `reg_steps` add tau_r * m * sign(w - (s + a)) to the
@@ -87,7 +99,13 @@ def softmax_gradients(weights, x, y):
   return [x.T @ p, p.sum(axis=0)]
 
 
-def local_delta(server, batches, *, learning_rate, momentum, penalty=None, penalized_steps=None,
+def local_delta(server,
+                batches,
+                *,
+                learning_rate,
+                momentum,
+                penalty=None,
+                penalized_steps=None,
                 restart=False):
   """`w - s` after one step per batch, SGD with momentum (TFF's: v <- mu v + g, w <- w - lr v).
 
@@ -116,9 +134,21 @@ def authors_topk_capped(x: np.ndarray, keep_percent: float) -> np.ndarray:
   return np.where(np.abs(x) > threshold, x, 0)
 
 
-def simulate(algorithm: str, initial, clients, participation, *, learning_rate, momentum,
-             keep_percent, tau=0.0, tau_decay=1.0, reg_steps=1, total_clients=None,
-             epochs=1, test_losses=None, topk_rule='authors'):
+def simulate(algorithm: str,
+             initial,
+             clients,
+             participation,
+             *,
+             learning_rate,
+             momentum,
+             keep_percent,
+             tau=0.0,
+             tau_decay=1.0,
+             reg_steps=1,
+             total_clients=None,
+             epochs=1,
+             test_losses=None,
+             topk_rule='authors'):
   """The server model after `len(participation)` rounds of `algorithm`, and the states.
 
   Args:
@@ -158,26 +188,36 @@ def simulate(algorithm: str, initial, clients, participation, *, learning_rate, 
       if algorithm == 'flare':
         masks = [percentile_mask(a, 50.0) for a in state]
         targets = [s + a for s, a in zip(server, state)]
-        delta = local_delta(server, batches, penalized_steps=reg_steps, restart=True,
-                            penalty=lambda w: [tau_r * m * np.sign(wi - t) for wi, m, t in  # noqa: B023 (called in this iteration)
-                                               zip(w, masks, targets)], **common)  # noqa: B023
+        delta = local_delta(
+            server,
+            batches,
+            penalized_steps=reg_steps,
+            restart=True,
+            penalty=lambda w: [tau_r * m * np.sign(wi - t) for wi, m, t in zip(w, masks, targets)],
+            **common)
       elif algorithm == 'ec_fedprox':
-        delta = local_delta(server, batches, penalty=lambda w: [  # noqa: B023 (called in this iteration)
-            2.0 * tau_r * (wi - s) for wi, s in zip(w, server)], **common)  # noqa: B023
+        delta = local_delta(server,
+                            batches,
+                            penalty=lambda w: [2.0 * tau_r * (wi - s) for wi, s in zip(w, server)],
+                            **common)
       else:
         delta = local_delta(server, batches, **common)
       if algorithm in ('ec', 'ec_fedprox', 'flare', 'ec_ffl'):
         corrected = [d + a for d, a in zip(delta, state)]
         topk = authors_topk_capped if algorithm == 'ec_ffl' else authors_topk
         if topk_rule == 'global':
-          message = [m.astype(np.float64) for m in
-                     global_topk([u.astype(np.float32) for u in corrected], keep)]
+          message = [
+              m.astype(np.float64)
+              for m in global_topk([u.astype(np.float32) for u in corrected], keep)
+          ]
         else:
           message = [topk(u.astype(np.float32), keep).astype(np.float64) for u in corrected]
         states[cid] = [u - m for u, m in zip(corrected, message)]
       elif algorithm in ('ef21', 'ef21_dense'):
-        correction = [authors_topk((d - g).astype(np.float32), keep).astype(np.float64)
-                      for d, g in zip(delta, state)]
+        correction = [
+            authors_topk((d - g).astype(np.float32), keep).astype(np.float64)
+            for d, g in zip(delta, state)
+        ]
         states[cid] = [g + c for g, c in zip(state, correction)]
         message = states[cid] if algorithm == 'ef21_dense' else correction
       else:

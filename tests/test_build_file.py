@@ -15,16 +15,23 @@ def _read_build():
   targets = {}
 
   def rule(kind):
+
     def add(name, srcs, deps=(), **kwargs):
       del kwargs
       if name in targets:
         raise AssertionError(f'duplicate target {name}')
       targets[name] = dict(kind=kind, srcs=list(srcs), deps=sorted(deps))
+
     return add
 
-  namespace = {'py_library': rule('py_library'), 'py_test': rule('py_test'),
-               'py_binary': rule('py_binary'), 'package': lambda **kwargs: None,
-               'exports_files': lambda *args, **kwargs: None, 'glob': lambda *a, **k: []}
+  namespace = {
+      'py_library': rule('py_library'),
+      'py_test': rule('py_test'),
+      'py_binary': rule('py_binary'),
+      'package': lambda **kwargs: None,
+      'exports_files': lambda *args, **kwargs: None,
+      'glob': lambda *a, **k: []
+  }
   exec(compile((build_graph.ROOT / 'BUILD').read_text(), 'BUILD', 'exec'), namespace)  # pylint: disable=exec-used
   return targets
 
@@ -49,8 +56,11 @@ class BuildFileTest(tf.test.TestCase):
 
   def test_every_program_has_a_binary(self):
     binaries = {t['srcs'][0] for t in _read_build().values() if t['kind'] == 'py_binary'}
-    programs = {str(p.relative_to(build_graph.ROOT)) for p in build_graph.sources()
-                if build_graph.is_binary(p)}
+    programs = {
+        str(p.relative_to(build_graph.ROOT))
+        for p in build_graph.sources()
+        if build_graph.is_binary(p)
+    }
     self.assertIn('experiments/run_experiment.py', programs)
     self.assertEqual(binaries, programs)
 

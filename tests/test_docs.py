@@ -84,11 +84,13 @@ class DocsTest(tf.test.TestCase):
         for flag in re.findall(r'(?<![\w-])--(?:no)?([a-z][a-z0-9_]*)(?![\w-])', span):
           if flag not in flags and flag.removeprefix('no') not in flags:
             missing.append(f'{page.name}: --{flag}')
-        for path in re.findall(r'(?<![\w./<{-])((?:tff_flare|experiments|benchmarks|tests|'
-                               r'docs|tools|third_party)/[\w./-]*[\w/])', span):
+        for path in re.findall(
+            r'(?<![\w./<{-])((?:tff_flare|experiments|benchmarks|tests|'
+            r'docs|tools|third_party)/[\w./-]*[\w/])', span):
           stem, _, attribute = path.rpartition('.')
-          named = (ROOT / path).exists() or (attribute.isidentifier() and stem and (
-              ROOT / f'{stem}.py').exists())  # `tests/reference_numpy.simulate`.
+          named = (ROOT / path).exists() or (attribute.isidentifier() and stem and
+                                             (ROOT / f'{stem}.py').exists()
+                                            )  # `tests/reference_numpy.simulate`.
           if '*' not in path and not named:
             missing.append(f'{page.name}: {path}')
         for module in re.findall(r'\b(tff_flare(?:\.\w+)+)', span):
@@ -99,8 +101,8 @@ class DocsTest(tf.test.TestCase):
             package = ROOT.joinpath(*parts[:cut], '__init__.py')
             if file.exists() or package.exists():
               source = (file if file.exists() else package).read_text()
-              if any(not re.search(rf'\b{re.escape(name)}\b', source)
-                     for name in parts[cut:cut + 1]):
+              if any(
+                  not re.search(rf'\b{re.escape(name)}\b', source) for name in parts[cut:cut + 1]):
                 missing.append(f'{page.name}: {module}')
               break
           else:
@@ -114,9 +116,12 @@ class DocsTest(tf.test.TestCase):
     snippet = re.search(r'```python\n(.*?)```', (ROOT / 'README.md').read_text(), re.S).group(1)
     directory = tempfile.mkdtemp(dir=self.get_temp_dir())
     (pathlib.Path(directory) / 'snippet.py').write_text(snippet)
-    result = subprocess.run(
-        [sys.executable, 'snippet.py'], cwd=directory, capture_output=True, text=True,
-        timeout=600, env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL='3'))
+    result = subprocess.run([sys.executable, 'snippet.py'],
+                            cwd=directory,
+                            capture_output=True,
+                            text=True,
+                            timeout=600,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL='3'))
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     lines = result.stdout.splitlines()[-3:]
     self.assertEqual([line.split()[0] for line in lines], ['flare', 'ec', 'fedavg'])
@@ -125,13 +130,14 @@ class DocsTest(tf.test.TestCase):
     self.assertNotIn('Exception ignored', result.stderr)
     self.assertTrue((pathlib.Path(directory) / 'runs' / 'digits' / 'metrics.csv').exists())
 
-
   def test_every_module_name_the_code_names_in_backticks_exists(self):
     # `module.name` in a docstring, comment or message: `module` as the file imports it, or a
     # module of that name in the library (or the file's own folder); `name` defined there, or
     # a module of that package.
-    files = [p for folder in _SOURCE_FOLDERS for p in (ROOT / folder).rglob('*.py')
-             if 'results' not in p.parts]
+    files = [
+        p for folder in _SOURCE_FOLDERS for p in (ROOT / folder).rglob('*.py')
+        if 'results' not in p.parts
+    ]
     sources = {p: p.read_text() for p in files}
     by_name = collections.defaultdict(list)
     for path in files:
@@ -159,8 +165,10 @@ class DocsTest(tf.test.TestCase):
           elif module in _SOURCE_FOLDERS:
             targets = [_module_file(module)] if _module_file(module) else []
           else:
-            targets = [f for f in by_name.get(module, [])
-                       if f.relative_to(ROOT).parts[0] in {home, 'tff_flare'}]
+            targets = [
+                f for f in by_name.get(module, [])
+                if f.relative_to(ROOT).parts[0] in {home, 'tff_flare'}
+            ]
           if targets and not any(defines(f, name) for f in targets):
             missing.append(f'{path.relative_to(ROOT)}: `{span}`')
     self.assertEmpty(missing)

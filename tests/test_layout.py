@@ -17,10 +17,12 @@ import tensorflow as tf
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BINARIES = ('experiments', 'benchmarks')
 FORBIDDEN = {
-    'tff_flare/algorithms': ('tff_flare.tasks', 'tff_flare.simulation', 'tff_flare.execution',
-                             'tff_flare.experiment') + BINARIES,
+    'tff_flare/algorithms':
+        ('tff_flare.tasks', 'tff_flare.simulation', 'tff_flare.execution', 'tff_flare.experiment') +
+        BINARIES,
     'tff_flare/tasks': ('tff_flare.algorithms',) + BINARIES,
-    'tff_flare': BINARIES,
+    'tff_flare':
+        BINARIES,
 }
 
 
@@ -87,11 +89,14 @@ class InertImportTest(tf.test.TestCase):
     self.assertIn('tff_flare.execution.cleanup', modules)
     # The check starts as a terminal's program does, with SIGINT at its default (a shell's
     # background job starts with it ignored, and then Python installs no handler of its own).
-    result = subprocess.run(
-        [sys.executable, '-c', _INERT_CHECK] + modules, capture_output=True, text=True,
-        timeout=300, check=False, cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL='3'),
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    result = subprocess.run([sys.executable, '-c', _INERT_CHECK] + modules,
+                            capture_output=True,
+                            text=True,
+                            timeout=300,
+                            check=False,
+                            cwd=ROOT,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL='3'),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     self.assertIn(f'INERT {len(modules)}', result.stdout, result.stderr[-3000:])
 
 

@@ -20,9 +20,8 @@ PER_PART = ('flare', 'ec_fedprox', 'ef21', 'mask_synchronized', 'qsgd_ef', 'tff_
 
 
 def linear_regression_spec(num_features: int):
-  return collections.OrderedDict(
-      x=tf.TensorSpec([None, num_features], tf.float32),
-      y=tf.TensorSpec([None, 1], tf.float32))
+  return collections.OrderedDict(x=tf.TensorSpec([None, num_features], tf.float32),
+                                 y=tf.TensorSpec([None, 1], tf.float32))
 
 
 def linear_regression_model_fn(num_features: int = 3, use_bias: bool = False):
@@ -33,9 +32,9 @@ def linear_regression_model_fn(num_features: int = 3, use_bias: bool = False):
         tf.keras.layers.Input((num_features,)),
         tf.keras.layers.Dense(1, use_bias=use_bias, kernel_initializer='zeros'),
     ])
-    return tff.learning.models.from_keras_model(
-        keras_model, loss=tf.keras.losses.MeanSquaredError(),
-        input_spec=linear_regression_spec(num_features))
+    return tff.learning.models.from_keras_model(keras_model,
+                                                loss=tf.keras.losses.MeanSquaredError(),
+                                                input_spec=linear_regression_spec(num_features))
 
   return model_fn
 
@@ -50,10 +49,10 @@ def softmax_model_fn(num_features: int = 4, num_classes: int = 3, seed: int = 1)
                               kernel_initializer=tf.keras.initializers.GlorotNormal(seed)),
     ])
     return tff.learning.models.from_keras_model(
-        keras_model, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        input_spec=collections.OrderedDict(
-            x=tf.TensorSpec([None, num_features], tf.float32),
-            y=tf.TensorSpec([None, 1], tf.int32)),
+        keras_model,
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        input_spec=collections.OrderedDict(x=tf.TensorSpec([None, num_features], tf.float32),
+                                           y=tf.TensorSpec([None, 1], tf.int32)),
         metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
 
   return model_fn
@@ -69,10 +68,15 @@ def tiny_hparams():
   global TINY_HPARAMS  # pylint: disable=global-statement
   if TINY_HPARAMS is None:
     from tff_flare.algorithms import registry  # pylint: disable=g-import-not-at-top
-    TINY_HPARAMS = registry.Hyperparameters(
-        client_optimizer=tff.learning.optimizers.build_sgdm(0.5, momentum=0.9),
-        keep_percent=20.0, total_clients=4, tau=0.5, tau_decay=1.5, reg_steps=2,
-        num_mask_draws=2, keep_probability=0.5)
+    TINY_HPARAMS = registry.Hyperparameters(client_optimizer=tff.learning.optimizers.build_sgdm(
+        0.5, momentum=0.9),
+                                            keep_percent=20.0,
+                                            total_clients=4,
+                                            tau=0.5,
+                                            tau_decay=1.5,
+                                            reg_steps=2,
+                                            num_mask_draws=2,
+                                            keep_probability=0.5)
   return TINY_HPARAMS
 
 
@@ -90,8 +94,11 @@ def regression_arrays(seed: int, num_examples: int, num_features: int = 3):
   return x, y
 
 
-def classification_dataset(seed: int, num_examples: int = 8, batch_size: int = 4,
-                           num_features: int = 4, num_classes: int = 3) -> tf.data.Dataset:
+def classification_dataset(seed: int,
+                           num_examples: int = 8,
+                           batch_size: int = 4,
+                           num_features: int = 4,
+                           num_classes: int = 3) -> tf.data.Dataset:
   rng = np.random.default_rng(seed)
   x = rng.normal(size=(num_examples, num_features)).astype(np.float32)
   y = rng.integers(0, num_classes, size=(num_examples, 1)).astype(np.int32)
@@ -137,8 +144,14 @@ def client_batches(seed: int, num_examples: int = 8, batch_size: int = 4):
           for b in classification_dataset(seed, num_examples, batch_size)]
 
 
-def run_participation(process, num_clients: int, participation, *, epochs: int = 1,
-                      test_losses=None, num_examples: int = 8, batch_size: int = 4):
+def run_participation(process,
+                      num_clients: int,
+                      participation,
+                      *,
+                      epochs: int = 1,
+                      test_losses=None,
+                      num_examples: int = 8,
+                      batch_size: int = 4):
   """Rounds of `process` (in-process) where round r trains the clients `participation[r]`.
 
   Client i holds `classification_dataset(i)`, repeated `epochs` times; the others keep
@@ -152,8 +165,7 @@ def run_participation(process, num_clients: int, participation, *, epochs: int =
   for round_num, present in enumerate(participation):
     if test_losses is not None:
       state = bound.record_test_loss(state, test_losses[round_num])
-    datasets = [classification_dataset(i, num_examples, batch_size).repeat(epochs)
-                for i in present]
+    datasets = [classification_dataset(i, num_examples, batch_size).repeat(epochs) for i in present]
     output = bound.next(state, datasets, [states[i] for i in present],
                         process.client_inputs([f'client_{i}' for i in present]))
     state = output.state
@@ -173,16 +185,27 @@ def initial_trainable(process) -> list[np.ndarray]:
 PARTICIPATION = [[0, 1], [1, 2], [0, 2], [0, 1, 2]]
 
 
-def hand_computation(process, algorithm: str, *, epochs: int = 1, test_losses=None,
-                     participation=PARTICIPATION, **hyperparameters):
+def hand_computation(process,
+                     algorithm: str,
+                     *,
+                     epochs: int = 1,
+                     test_losses=None,
+                     participation=PARTICIPATION,
+                     **hyperparameters):
   """`(ours, theirs)`: the process's rounds and `reference_numpy.simulate`'s, each
   `(server weights, {client: state arrays}, per round: (metrics, note))`."""
   from tests import reference_numpy  # pylint: disable=g-import-not-at-top
-  weights, states, outputs = run_participation(process, 3, participation, epochs=epochs,
+  weights, states, outputs = run_participation(process,
+                                               3,
+                                               participation,
+                                               epochs=epochs,
                                                test_losses=test_losses)
   expected, expected_states, notes = reference_numpy.simulate(
-      algorithm, initial_trainable(process), {i: client_batches(i) for i in range(3)},
-      participation, epochs=epochs, test_losses=test_losses, **hyperparameters)
+      algorithm,
+      initial_trainable(process), {i: client_batches(i) for i in range(3)},
+      participation,
+      epochs=epochs,
+      test_losses=test_losses,
+      **hyperparameters)
   ours_states = {i: [np.asarray(t) for t in tf.nest.flatten(states[i])] for i in states}
-  return ((weights, ours_states, [o.metrics for o in outputs]),
-          (expected, expected_states, notes))
+  return ((weights, ours_states, [o.metrics for o in outputs]), (expected, expected_states, notes))

@@ -50,10 +50,23 @@ from tff_flare.experiment.runner import simulate
 from tff_flare.simulation.loop import Hook
 
 __all__ = [
-    'AlgorithmProcess', 'ConfigError', 'Hook', 'Hyperparameters', 'SimulationResult', 'build_ec',
-    'build_ec_fedprox', 'build_ec_ffl', 'build_ef21', 'build_fedavg', 'build_flare',
-    'build_masked_fedavg', 'build_qsgd_ef', 'build_tff_fedavg', 'build_tff_fedprox',
-    'as_learning_process', 'simulate',
+    'AlgorithmProcess',
+    'ConfigError',
+    'Hook',
+    'Hyperparameters',
+    'SimulationResult',
+    'build_ec',
+    'build_ec_fedprox',
+    'build_ec_ffl',
+    'build_ef21',
+    'build_fedavg',
+    'build_flare',
+    'build_masked_fedavg',
+    'build_qsgd_ef',
+    'build_tff_fedavg',
+    'build_tff_fedprox',
+    'as_learning_process',
+    'simulate',
 ]
 
 
@@ -61,10 +74,12 @@ def _stopping_workers_at_exit(build):
   """`build`, which also registers (once) the stop of this Python process's TFF workers at
   its exit: TFF's default context starts a `worker_binary` that would outlive a plain script
   or notebook that calls `next` and hold its output open. At the first build, not on import."""
+
   @functools.wraps(build)
   def wrapped(*args, **kwargs):
     _cleanup.stop_workers_at_exit()
     return build(*args, **kwargs)
+
   return wrapped
 
 

@@ -41,8 +41,8 @@ def sources():
   for package in PACKAGES:
     directory = ROOT / package
     if directory.is_dir():
-      yield from sorted(p for p in directory.rglob('*.py') if '__pycache__' not in p.parts
-                        and not (p.name == '__init__.py' and not p.read_text().strip()))
+      yield from sorted(p for p in directory.rglob('*.py') if '__pycache__' not in p.parts and
+                        not (p.name == '__init__.py' and not p.read_text().strip()))
 
 
 def is_test(path: pathlib.Path) -> bool:

@@ -11,13 +11,20 @@ train real models or start processes (LARGE_TESTS) are "large".
 from tools import build_graph
 
 LARGE_TESTS = frozenset({
-    'tests/algorithms/test_composer.py', 'tests/algorithms/test_ec.py',
-    'tests/algorithms/test_ef21.py', 'tests/algorithms/test_flare.py',
-    'tests/algorithms/test_masking.py', 'tests/algorithms/test_registry.py',
-    'tests/execution/test_cleanup.py', 'tests/execution/test_inprocess.py',
-    'tests/execution/test_remote.py', 'tests/experiment/test_golden.py',
-    'tests/experiment/test_runner.py', 'tests/experiments/test_demo.py',
-    'tests/experiments/test_run_experiment.py', 'tests/simulation/test_loop.py',
+    'tests/algorithms/test_composer.py',
+    'tests/algorithms/test_ec.py',
+    'tests/algorithms/test_ef21.py',
+    'tests/algorithms/test_flare.py',
+    'tests/algorithms/test_masking.py',
+    'tests/algorithms/test_registry.py',
+    'tests/execution/test_cleanup.py',
+    'tests/execution/test_inprocess.py',
+    'tests/execution/test_remote.py',
+    'tests/experiment/test_golden.py',
+    'tests/experiment/test_runner.py',
+    'tests/experiments/test_demo.py',
+    'tests/experiments/test_run_experiment.py',
+    'tests/simulation/test_loop.py',
 })
 
 HEADER = '''# Bazel targets of tff_flare: a py_library per module, a py_binary per program, a py_test per
@@ -44,12 +51,13 @@ def targets_of(path) -> list[str]:
   deps = build_graph.project_imports(path)
   if build_graph.is_test(path):
     size = 'large' if source in LARGE_TESTS else 'medium'
-    return [_rule('py_test', name, source, deps, [f'    main = "{source}",',
-                                                  f'    size = "{size}",'])]
+    return [
+        _rule('py_test', name, source, deps, [f'    main = "{source}",', f'    size = "{size}",'])
+    ]
   targets = [_rule('py_library', name, source, deps)]
   if build_graph.is_binary(path):
-    targets.append(_rule('py_binary', f'{name}_bin', source, [f':{name}'],
-                         [f'    main = "{source}",']))
+    targets.append(
+        _rule('py_binary', f'{name}_bin', source, [f':{name}'], [f'    main = "{source}",']))
   return targets
 
 

@@ -37,9 +37,9 @@ def _iterate(dataset: tf.data.Dataset) -> tuple[int, np.ndarray, np.ndarray, lis
 
 def _image_client(num_examples, batch_size, epochs):
   rng = np.random.default_rng(0)
-  data = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-      x=rng.integers(0, 256, size=(num_examples, 4, 4, 1), dtype=np.uint8),
-      y=rng.integers(0, 10, size=(num_examples, 1)).astype(np.int32)))
+  data = tf.data.Dataset.from_tensor_slices(
+      collections.OrderedDict(x=rng.integers(0, 256, size=(num_examples, 4, 4, 1), dtype=np.uint8),
+                              y=rng.integers(0, 10, size=(num_examples, 1)).astype(np.int32)))
   return tasks.batch_client(data, batch_size, epochs).map(tasks.scale_batch)
 
 
@@ -65,9 +65,9 @@ class AsBatchesTest(tf.test.TestCase):
   def test_reshuffling_character_batches_of_unknown_length(self):
     # The GRU's pipeline: an `unbatch` (unknown length) and a seeded reshuffle; a dataset
     # built anew gives its first permutation again, so both reads must see the same one.
-    snippets = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-        snippets=[('To be, or not to be: that is the question. ' * 40)[i:i + 300]
-                  for i in range(0, 1200, 300)]))
+    snippets = tf.data.Dataset.from_tensor_slices(
+        collections.OrderedDict(snippets=[('To be, or not to be: that is the question. ' *
+                                           40)[i:i + 300] for i in range(0, 1200, 300)]))
 
     def make():
       return text.character_batches(snippets, seed=7, batch_size=2).repeat(2)
@@ -78,9 +78,9 @@ class AsBatchesTest(tf.test.TestCase):
     self.assertNotAllEqual(first_epoch[0], first_epoch[len(first_epoch) // 2])  # Reshuffled.
 
   def test_static_batch_shape_is_kept(self):
-    dataset = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-        x=tf.zeros([24, 5], tf.int64), y=tf.zeros([24, 5], tf.int64))).batch(8,
-                                                                           drop_remainder=True)
+    dataset = tf.data.Dataset.from_tensor_slices(
+        collections.OrderedDict(x=tf.zeros([24, 5], tf.int64),
+                                y=tf.zeros([24, 5], tf.int64))).batch(8, drop_remainder=True)
 
     @tf.function
     def first(dataset):

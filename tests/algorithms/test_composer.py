@@ -105,7 +105,9 @@ class NonFinitePolicyTest(tf.test.TestCase, parameterized.TestCase):
       self.assertAllClose(w, wa, rtol=1e-6, atol=1e-7)
     self.assertTrue(np.isfinite(output.metrics['client_work']['train']['loss']), name)
     self.assertAllClose(output.metrics['client_work']['train'],
-                        alone.metrics['client_work']['train'], rtol=1e-6, msg=name)
+                        alone.metrics['client_work']['train'],
+                        rtol=1e-6,
+                        msg=name)
 
   def test_nonfinite_update_is_not_applied(self):
     process = tiny_models.tiny_process('fedavg')
@@ -124,33 +126,35 @@ class NonFinitePolicyTest(tf.test.TestCase, parameterized.TestCase):
 class ClientStateTest(tf.test.TestCase):
 
   def test_error_feedback_state_is_the_accumulator(self):
-    process = flare.build_flare(_MODEL_FN, keep_percent=20.0,
-                                client_optimizer=tiny_models.tiny_hparams().client_optimizer, tau=0.1,
+    process = flare.build_flare(_MODEL_FN,
+                                keep_percent=20.0,
+                                client_optimizer=tiny_models.tiny_hparams().client_optimizer,
+                                tau=0.1,
                                 tau_decay=1.1)
     state = process.initial_client_state()
     self.assertEqual(list(state), [error_feedback.ACCUMULATOR])
     self.assertEqual([np.shape(t) for t in state[error_feedback.ACCUMULATOR]], [(4, 3), (3,)])
 
 
-
 def _with_aggregator(name, model_aggregator):
   hparams = tiny_models.tiny_hparams()
-  return registry.build(name, _MODEL_FN, registry.Hyperparameters(
-      hparams.client_optimizer, total_clients=hparams.total_clients,
-      model_aggregator=model_aggregator, **hparams.knobs))
+  return registry.build(
+      name, _MODEL_FN,
+      registry.Hyperparameters(hparams.client_optimizer,
+                               total_clients=hparams.total_clients,
+                               model_aggregator=model_aggregator,
+                               **hparams.knobs))
 
 
 class ModelAggregatorTest(tf.test.TestCase, parameterized.TestCase):
   """A `tff.aggregators` factory in the weighted mean's place (`composer` docstring)."""
 
-  @parameterized.named_parameters(
-      ('fedavg_weighted', 'fedavg', tff.aggregators.MeanFactory),
-      ('ec_weighted', 'ec', tff.aggregators.MeanFactory),
-      ('ec_unweighted', 'ec', tff.aggregators.UnweightedMeanFactory))
+  @parameterized.named_parameters(('fedavg_weighted', 'fedavg', tff.aggregators.MeanFactory),
+                                  ('ec_weighted', 'ec', tff.aggregators.MeanFactory),
+                                  ('ec_unweighted', 'ec', tff.aggregators.UnweightedMeanFactory))
   def test_tff_mean_equals_our_mean(self, name, factory):
     datasets = [tiny_models.classification_dataset(s) for s in range(3)]
-    ours, our_states, our_outputs = tiny_models.train(tiny_models.tiny_process(name),
-                                                      datasets, 2)
+    ours, our_states, our_outputs = tiny_models.train(tiny_models.tiny_process(name), datasets, 2)
     process = _with_aggregator(name, factory())
     self.assertTrue(process.runs_only_on_tff)
     theirs, their_states, their_outputs = tiny_models.train(process, datasets, 2)

@@ -30,10 +30,12 @@ class EcKeepingEverythingTest(tf.test.TestCase):
     # Two batches per client: two local steps with momentum.
     datasets = [tiny_models.classification_dataset(s, batch_size=4) for s in range(3)]
     ec_weights, ec_outputs, _ = _train(
-        ec.build_ec(model_fn, keep_percent=100.0, client_optimizer=optimizer,
+        ec.build_ec(model_fn,
+                    keep_percent=100.0,
+                    client_optimizer=optimizer,
                     topk_rule=sparsification.TopKRule.EXACT), datasets, 3)
-    ours, _, initial = _train(fedavg.build_fedavg(model_fn, client_optimizer=optimizer),
-                              datasets, 3)
+    ours, _, initial = _train(fedavg.build_fedavg(model_fn, client_optimizer=optimizer), datasets,
+                              3)
     theirs, _, _ = _train(tff_baselines.build_tff_fedavg(model_fn, client_optimizer=optimizer),
                           datasets, 3)
     self.assertNotAllClose(ours[0], initial[0])  # Training moved the model.
@@ -57,11 +59,13 @@ class EcFedProxTest(tf.test.TestCase):
   def _pair(self, batch_size):
     datasets = [tiny_models.classification_dataset(s, batch_size=batch_size) for s in range(3)]
     ec_weights, _, _ = _train(
-        ec.build_ec(self.model_fn, keep_percent=20.0, client_optimizer=self.optimizer),
-        datasets, 3)
+        ec.build_ec(self.model_fn, keep_percent=20.0, client_optimizer=self.optimizer), datasets, 3)
     prox_weights, _, _ = _train(
-        ec.build_ec_fedprox(self.model_fn, keep_percent=20.0, client_optimizer=self.optimizer,
-                            tau=5.0, tau_decay=1.0), datasets, 3)
+        ec.build_ec_fedprox(self.model_fn,
+                            keep_percent=20.0,
+                            client_optimizer=self.optimizer,
+                            tau=5.0,
+                            tau_decay=1.0), datasets, 3)
     return ec_weights, prox_weights
 
   def test_one_local_step_equals_ec(self):
@@ -79,7 +83,8 @@ class EcAccumulatorTest(tf.test.TestCase):
 
   def test_residual_accumulates_what_was_not_sent(self):
     model_fn = tiny_models.linear_regression_model_fn(3)
-    process = ec.build_ec(model_fn, keep_percent=10.0,
+    process = ec.build_ec(model_fn,
+                          keep_percent=10.0,
                           client_optimizer=tff.learning.optimizers.build_sgdm(0.1))
     x, y = tiny_models.regression_arrays(0, 4)
     dataset = tiny_models.dataset_from_arrays(x, y, 4)
@@ -90,7 +95,6 @@ class EcAccumulatorTest(tf.test.TestCase):
     self.assertEqual(np.count_nonzero(sent), 1)
     self.assertAllClose(sent + accumulator, delta, rtol=1e-6)
     self.assertEqual(np.argmax(np.abs(sent)), np.argmax(np.abs(delta)))
-
 
 
 class HandComputationTest(tf.test.TestCase, parameterized.TestCase):
@@ -104,16 +108,28 @@ class HandComputationTest(tf.test.TestCase, parameterized.TestCase):
     optimizer = tff.learning.optimizers.build_sgdm(0.5, momentum=0.9)
     model_fn = tiny_models.softmax_model_fn()
     if algorithm == 'ec':
-      process = ec.build_ec(model_fn, keep_percent=20.0, client_optimizer=optimizer,
+      process = ec.build_ec(model_fn,
+                            keep_percent=20.0,
+                            client_optimizer=optimizer,
                             topk_rule=topk_rule)
     else:
-      process = ec.build_ec_fedprox(model_fn, keep_percent=20.0, client_optimizer=optimizer,
-                                    tau=0.5, tau_decay=1.5, topk_rule=topk_rule)
+      process = ec.build_ec_fedprox(model_fn,
+                                    keep_percent=20.0,
+                                    client_optimizer=optimizer,
+                                    tau=0.5,
+                                    tau_decay=1.5,
+                                    topk_rule=topk_rule)
     # Two epochs of two batches: four steps a round, the proximal term on each.
-    (weights, states, metrics), (expected, expected_states, notes) = (
-        tiny_models.hand_computation(process, algorithm, epochs=2, learning_rate=0.5,
-                                     momentum=0.9, keep_percent=20.0, tau=0.5, tau_decay=1.5,
-                                     topk_rule=topk_rule))
+    (weights, states, metrics), (expected, expected_states,
+                                 notes) = (tiny_models.hand_computation(process,
+                                                                        algorithm,
+                                                                        epochs=2,
+                                                                        learning_rate=0.5,
+                                                                        momentum=0.9,
+                                                                        keep_percent=20.0,
+                                                                        tau=0.5,
+                                                                        tau_decay=1.5,
+                                                                        topk_rule=topk_rule))
     for ours, theirs in zip(weights, expected):
       self.assertAllClose(ours, theirs, rtol=1e-5, atol=1e-6)
     for i in range(3):
@@ -126,10 +142,16 @@ class HandComputationTest(tf.test.TestCase, parameterized.TestCase):
     # Not vacuous: with several steps the reference's EC+FedProx is not EC.
     initial = [np.zeros([4, 3]), np.zeros([3])]
     clients = {i: tiny_models.client_batches(i) for i in range(3)}
-    ec_run, prox_run = (reference_numpy.simulate(
-        name, initial, clients, tiny_models.PARTICIPATION, epochs=2, learning_rate=0.5,
-        momentum=0.9, keep_percent=20.0, tau=0.5, tau_decay=1.5)[0]
-                        for name in ('ec', 'ec_fedprox'))
+    ec_run, prox_run = (reference_numpy.simulate(name,
+                                                 initial,
+                                                 clients,
+                                                 tiny_models.PARTICIPATION,
+                                                 epochs=2,
+                                                 learning_rate=0.5,
+                                                 momentum=0.9,
+                                                 keep_percent=20.0,
+                                                 tau=0.5,
+                                                 tau_decay=1.5)[0] for name in ('ec', 'ec_fedprox'))
     self.assertGreater(np.max(np.abs(ec_run[0] - prox_run[0])), 1e-3)
 
 

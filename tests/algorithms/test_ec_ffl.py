@@ -38,12 +38,14 @@ class AdaptiveScheduleTest(tf.test.TestCase):
 class EpochsOfTest(tf.test.TestCase):
 
   def test_one_pass_repeated_the_adapted_number_of_times(self):
-    batches = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-        x=np.arange(6, dtype=np.float32)[:, None])).batch(2)  # 3 batches a pass.
+    batches = tf.data.Dataset.from_tensor_slices(
+        collections.OrderedDict(x=np.arange(6, dtype=np.float32)[:, None])).batch(
+            2)  # 3 batches a pass.
     stored = batches.repeat(2)  # What a task with E = 2 gives the client.
     for epochs in (1, 3):
-      got = [b['x'][:, 0].numpy().tolist()
-             for b in ec_ffl.epochs_of(stored, 2, tf.constant(epochs))]
+      got = [
+          b['x'][:, 0].numpy().tolist() for b in ec_ffl.epochs_of(stored, 2, tf.constant(epochs))
+      ]
       self.assertEqual(got, [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]] * epochs)
     # With E = 1 the dataset is one pass already.
     got = list(ec_ffl.epochs_of(batches, 1, tf.constant(2)))
@@ -53,22 +55,31 @@ class EpochsOfTest(tf.test.TestCase):
 class HandComputationTest(tf.test.TestCase):
 
   def test_matches_hand_computation(self):
-    process = ec_ffl.build_ec_ffl(
-        tiny_models.softmax_model_fn(), keep_percent=20.0, local_epochs=2,
-        client_optimizer=tff.learning.optimizers.build_sgdm(0.5, momentum=0.9))
-    (weights, states, metrics), (expected, expected_states, notes) = (
-        tiny_models.hand_computation(process, 'ec_ffl', epochs=2, test_losses=_LOSSES,
-                                     learning_rate=0.5, momentum=0.9, keep_percent=20.0))
+    process = ec_ffl.build_ec_ffl(tiny_models.softmax_model_fn(),
+                                  keep_percent=20.0,
+                                  local_epochs=2,
+                                  client_optimizer=tff.learning.optimizers.build_sgdm(0.5,
+                                                                                      momentum=0.9))
+    (weights, states, metrics), (expected, expected_states,
+                                 notes) = (tiny_models.hand_computation(process,
+                                                                        'ec_ffl',
+                                                                        epochs=2,
+                                                                        test_losses=_LOSSES,
+                                                                        learning_rate=0.5,
+                                                                        momentum=0.9,
+                                                                        keep_percent=20.0))
     for ours, theirs in zip(weights, expected):
       self.assertAllClose(ours, theirs, rtol=1e-5, atol=1e-6)
     for i in range(3):
       self.assertAllClose(states[i], expected_states[i], rtol=1e-5, atol=1e-6)
     for round_num, (round_metrics, note) in enumerate(zip(metrics, notes)):
-      self.assertAllClose(round_metrics['client_work']['keep_percent'], note['keep_percent'],
+      self.assertAllClose(round_metrics['client_work']['keep_percent'],
+                          note['keep_percent'],
                           rtol=1e-6)
       self.assertEqual(round_metrics['client_work']['local_epochs'], note['local_epochs'])
       self.assertEqual(round_metrics['aggregator']['communication']['entries_sent_total'],
-                       sum(note['sent'].values()), msg=round_num)
+                       sum(note['sent'].values()),
+                       msg=round_num)
     self.assertEqual([n['local_epochs'] for n in notes], [2, 4, 1, 2])
     # Round 2 (R' = 92.8 %): capped, each client sends all but the smallest entry of each
     # tensor: 11 of the kernel's 12 and 2 of the bias's 3.

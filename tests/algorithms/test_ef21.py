@@ -15,14 +15,14 @@ from tff_flare.simulation import sampling
 
 
 def _client_data(num_clients):
-  return tff.simulation.datasets.TestClientData({
-      f'c{i}': dict(zip(('x', 'y'), _arrays(i))) for i in range(num_clients)})
+  return tff.simulation.datasets.TestClientData(
+      {f'c{i}': dict(zip(('x', 'y'), _arrays(i))) for i in range(num_clients)})
 
 
 def _arrays(seed):
   rng = np.random.default_rng(seed)
-  return (rng.normal(size=(8, 4)).astype(np.float32),
-          rng.integers(0, 3, size=(8, 1)).astype(np.int32))
+  return (rng.normal(size=(8, 4)).astype(np.float32), rng.integers(0, 3,
+                                                                   size=(8, 1)).astype(np.int32))
 
 
 def _run(process, num_clients, clients_per_round, num_rounds=4):
@@ -30,8 +30,11 @@ def _run(process, num_clients, clients_per_round, num_rounds=4):
   with modes.build_execution('inprocess') as execution:
     run = loop.AlgorithmRun('ef21', process, execution)
     rows = hooks.CollectRows()
-    loop.run_rounds([run], loop.datasets_of(data), sampling.build_client_sampler(
-        data.client_ids, clients_per_round, seed=3), start_round=0, end_round=num_rounds,
+    loop.run_rounds([run],
+                    loop.datasets_of(data),
+                    sampling.build_client_sampler(data.client_ids, clients_per_round, seed=3),
+                    start_round=0,
+                    end_round=num_rounds,
                     hooks=[rows])
   return run, rows.rows[:-1]
 
@@ -42,9 +45,13 @@ class Ef21Test(tf.test.TestCase):
     super().setUp()
     model_fn = tiny_models.softmax_model_fn()
     optimizer = tff.learning.optimizers.build_sgdm(0.5, momentum=0.5)
-    self.proper = ef21.build_ef21(model_fn, keep_percent=20.0, client_optimizer=optimizer,
+    self.proper = ef21.build_ef21(model_fn,
+                                  keep_percent=20.0,
+                                  client_optimizer=optimizer,
                                   total_clients=4)
-    self.shortcut = ef21.build_ef21(model_fn, keep_percent=20.0, client_optimizer=optimizer,
+    self.shortcut = ef21.build_ef21(model_fn,
+                                    keep_percent=20.0,
+                                    client_optimizer=optimizer,
                                     dense_state_shortcut=True)
 
   def test_full_participation_same_trajectory(self):
@@ -54,8 +61,7 @@ class Ef21Test(tf.test.TestCase):
       self.assertAllClose(p, s, rtol=1e-5, atol=1e-6)
     communication = proper_history[-1]['ef21']['train']['aggregator']['communication']
     # As defined, the wire carries the sparse corrections only.
-    self.assertEqual(communication['entries_sent_total'],
-                     communication['correction_entries_total'])
+    self.assertEqual(communication['entries_sent_total'], communication['correction_entries_total'])
     # Kernel 4x3 at R=20: k=2.4 -> 3 kept; bias of 3: k=0.6 -> 2 kept; 5 a client at most.
     self.assertEqual(communication['entries_sent_total'], 4 * 5)
 
@@ -76,9 +82,9 @@ class Ef21Test(tf.test.TestCase):
 
   def test_needs_total_clients(self):
     with self.assertRaisesRegex(ValueError, 'total_clients'):
-      ef21.build_ef21(tiny_models.softmax_model_fn(), keep_percent=1.0,
+      ef21.build_ef21(tiny_models.softmax_model_fn(),
+                      keep_percent=1.0,
                       client_optimizer=tff.learning.optimizers.build_sgdm(0.1))
-
 
 
 # Three clients, two steps each (momentum), over four rounds in which each sits out once.
@@ -93,15 +99,21 @@ class HandComputationTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(('as_defined', False), ('dense_state_shortcut', True))
   def test_matches_hand_computation(self, dense_state_shortcut):
     optimizer = tff.learning.optimizers.build_sgdm(0.5, momentum=0.9)
-    process = ef21.build_ef21(tiny_models.softmax_model_fn(), keep_percent=20.0,
-                              client_optimizer=optimizer, total_clients=3,
+    process = ef21.build_ef21(tiny_models.softmax_model_fn(),
+                              keep_percent=20.0,
+                              client_optimizer=optimizer,
+                              total_clients=3,
                               dense_state_shortcut=dense_state_shortcut)
     weights, states, outputs = tiny_models.run_participation(process, 3, _PARTICIPATION)
     expected, expected_states, notes = reference_numpy.simulate(
         'ef21_dense' if dense_state_shortcut else 'ef21',
         tiny_models.initial_trainable(process),
-        {i: tiny_models.client_batches(i) for i in range(3)}, _PARTICIPATION,
-        learning_rate=0.5, momentum=0.9, keep_percent=20.0, total_clients=3)
+        {i: tiny_models.client_batches(i) for i in range(3)},
+        _PARTICIPATION,
+        learning_rate=0.5,
+        momentum=0.9,
+        keep_percent=20.0,
+        total_clients=3)
     for ours, theirs in zip(weights, expected):
       self.assertAllClose(ours, theirs, rtol=1e-5, atol=1e-6)
     for i in range(3):
@@ -115,9 +127,16 @@ class HandComputationTest(tf.test.TestCase, parameterized.TestCase):
     # The hand computations above are not vacuous: the forms part ways after round 0.
     initial = [np.zeros([4, 3]), np.zeros([3])]
     clients = {i: tiny_models.client_batches(i) for i in range(3)}
-    runs = [reference_numpy.simulate(name, initial, clients, _PARTICIPATION,
-                                     learning_rate=0.5, momentum=0.9, keep_percent=20.0,
-                                     total_clients=3)[0] for name in ('ef21', 'ef21_dense')]
+    runs = [
+        reference_numpy.simulate(name,
+                                 initial,
+                                 clients,
+                                 _PARTICIPATION,
+                                 learning_rate=0.5,
+                                 momentum=0.9,
+                                 keep_percent=20.0,
+                                 total_clients=3)[0] for name in ('ef21', 'ef21_dense')
+    ]
     self.assertGreater(np.max(np.abs(runs[0][0] - runs[1][0])), 1e-3)
 
 

@@ -19,8 +19,7 @@ class FedAvgTest(tf.test.TestCase):
     output = tiny_models.next_round(process, process.initialize(), datasets)
     # From w = 0: each client takes one step -0.1 * (2/4) X^T (0 - y); the server averages.
     expected = np.mean([-0.1 * 0.5 * x.T @ (-y) for x, y in arrays], axis=0)
-    self.assertAllClose(tiny_models.trainable_arrays(process, output.state)[0], expected,
-                        rtol=1e-6)
+    self.assertAllClose(tiny_models.trainable_arrays(process, output.state)[0], expected, rtol=1e-6)
     self.assertEqual(output.metrics['aggregator']['communication']['entries_sent_total'], 6)
 
 

@@ -22,15 +22,21 @@ class AsLearningProcessTest(tf.test.TestCase):
     learning = learning_process.as_learning_process(fedavg)
     self.assertIsInstance(learning, tff.learning.templates.LearningProcess)
     releases = tff.program.MemoryReleaseManager()
-    state = tff.simulation.run_training_process(
-        learning, lambda round_num: list(data.values()), total_rounds=3,
-        metrics_managers=[releases])
-    ours = tff_flare.simulate({'fedavg': fedavg}, data, rounds=3, client_threads=1,
+    state = tff.simulation.run_training_process(learning,
+                                                lambda round_num: list(data.values()),
+                                                total_rounds=3,
+                                                metrics_managers=[releases])
+    ours = tff_flare.simulate({'fedavg': fedavg},
+                              data,
+                              rounds=3,
+                              client_threads=1,
                               log=lambda _: None)
     theirs = learning.get_model_weights(state)
     initial = learning.get_model_weights(learning.initialize())
     self.assertNotAllClose(initial.trainable, theirs.trainable)  # It trained.
-    self.assertAllClose(ours.model_weights['fedavg'].trainable, theirs.trainable, rtol=1e-5,
+    self.assertAllClose(ours.model_weights['fedavg'].trainable,
+                        theirs.trainable,
+                        rtol=1e-5,
                         atol=1e-6)
     # TFF's loop releases rounds 1-3 with the process's metrics.
     released = releases.values()
@@ -41,13 +47,15 @@ class AsLearningProcessTest(tf.test.TestCase):
 
   def test_what_has_no_place_in_tffs_next_is_refused(self):
     model_fn = tiny_models.SOFTMAX_MODEL_FN
-    for process, message in (
-        (tff_flare.build_flare(model_fn, client_optimizer=_optimizer()),
-         r"This process's clients keep a state \(<accumulator=.*\), which TFF's "
-         r'next\(state, client_data\) has no place for: run it with tff_flare.simulate\.'),
-        (tff_flare.build_masked_fedavg(model_fn, client_optimizer=_optimizer(),
-                                       keep_probability=0.5, mask_mode='independent'),
-         r"clients take an input drawn from their ids \(int64\)")):
+    for process, message in ((
+        tff_flare.build_flare(model_fn, client_optimizer=_optimizer()),
+        r"This process's clients keep a state \(<accumulator=.*\), which TFF's "
+        r'next\(state, client_data\) has no place for: run it with tff_flare.simulate\.'),
+                             (tff_flare.build_masked_fedavg(model_fn,
+                                                            client_optimizer=_optimizer(),
+                                                            keep_probability=0.5,
+                                                            mask_mode='independent'),
+                              r"clients take an input drawn from their ids \(int64\)")):
       with self.assertRaisesRegex(ValueError, message):
         learning_process.as_learning_process(process)
     with self.assertRaisesRegex(TypeError, 'takes a process of this project .*got dict'):

@@ -22,12 +22,15 @@ def _train(penalty_gradient_fn, penalized_steps, restart, momentum=0.9, num_batc
   x, y = tiny_models.regression_arrays(0, 4 * num_batches)
   dataset = tiny_models.dataset_from_arrays(x, y, 4)
   optimizer = tff.learning.optimizers.build_sgdm(0.1, momentum=momentum)
-  initial = tff.learning.models.ModelWeights(
-      trainable=[tf.constant([[0.5], [-0.5], [1.0]])], non_trainable=[])
+  initial = tff.learning.models.ModelWeights(trainable=[tf.constant([[0.5], [-0.5], [1.0]])],
+                                             non_trainable=[])
 
   @tf.function
   def run():
-    return local_training.train_locally(model, optimizer, initial, dataset,
+    return local_training.train_locally(model,
+                                        optimizer,
+                                        initial,
+                                        dataset,
                                         penalty_gradient_fn=penalty_gradient_fn,
                                         penalized_steps=penalized_steps,
                                         restart_optimizer_after_penalty=restart)
@@ -66,7 +69,9 @@ class LocalTrainingTest(tf.test.TestCase):
         result, x, y = _train(penalty_fn, penalized_steps, restart)
         self.assertAllClose(result.trainable_weights[0],
                             _numpy(x, y, penalty, penalized_steps, restart),
-                            rtol=1e-5, atol=1e-6, msg=f'p={penalized_steps} {restart}')
+                            rtol=1e-5,
+                            atol=1e-6,
+                            msg=f'p={penalized_steps} {restart}')
 
   def test_restart_changes_the_result_only_with_momentum(self):
     penalty_fn = lambda w: [tf.zeros([3, 1])]
@@ -96,15 +101,13 @@ def _train_in_reduce(model, optimizer, initial_weights, dataset, penalty_gradien
       output = model.forward_pass(batch, training=True)
     gradients = [tf.convert_to_tensor(g) for g in tape.gradient(output.loss, trainable)]
     weights = [tf.convert_to_tensor(v) for v in trainable]
-    gradients = tf.cond(
-        tf.less(step, penalized_steps),
-        lambda: [g + p for g, p in zip(gradients, penalty_gradient_fn(weights))],
-        lambda: list(gradients))
+    gradients = tf.cond(tf.less(step, penalized_steps),
+                        lambda: [g + p for g, p in zip(gradients, penalty_gradient_fn(weights))],
+                        lambda: list(gradients))
     if restart:
       optimizer_state = tf.cond(tf.equal(step, penalized_steps),
                                 lambda: optimizer.initialize(specs), lambda: optimizer_state)
-    optimizer_state, new_weights = optimizer.next(optimizer_state, tuple(weights),
-                                                  tuple(gradients))
+    optimizer_state, new_weights = optimizer.next(optimizer_state, tuple(weights), tuple(gradients))
     for variable, value in zip(trainable, new_weights):
       variable.assign(value)
     return num_examples + tf.cast(output.num_examples, tf.int64), step + 1, optimizer_state
@@ -116,30 +119,32 @@ def _train_in_reduce(model, optimizer, initial_weights, dataset, penalty_gradien
 
 def _image_dataset(shape, num_examples, batch_size, epochs, seed=0):
   rng = np.random.default_rng(seed)
-  data = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-      x=rng.integers(0, 256, size=(num_examples,) + shape, dtype=np.uint8),
-      y=rng.integers(0, 10, size=(num_examples, 1)).astype(np.int32)))
+  data = tf.data.Dataset.from_tensor_slices(
+      collections.OrderedDict(x=rng.integers(0, 256, size=(num_examples,) + shape, dtype=np.uint8),
+                              y=rng.integers(0, 10, size=(num_examples, 1)).astype(np.int32)))
   return tasks.batch_client(data, batch_size, epochs).map(tasks.scale_batch)
 
 
 def _text_dataset(epochs):
-  snippets = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-      snippets=[('Now is the winter of our discontent, made glorious summer. ' * 60)[i:i + 400]
-                for i in range(0, 3200, 400)]))
+  snippets = tf.data.Dataset.from_tensor_slices(
+      collections.OrderedDict(
+          snippets=[('Now is the winter of our discontent, made glorious summer. ' * 60)[i:i + 400]
+                    for i in range(0, 3200, 400)]))
   return text.character_batches(snippets, seed=3).repeat(epochs)
 
 
 # name: (model_fn, a new client dataset); multi-batch, multi-epoch, a smaller last batch.
 _FAMILIES = {
-    'fc': (lambda: models.tff_model_fn(lambda: models.mnist_fc(width=16), (784,)),
-           lambda: _image_dataset((784,), 50, 16, 2)),
-    'cnn': (lambda: models.tff_model_fn(models.mnist_cnn, (28, 28, 1)),
-            lambda: _image_dataset((28, 28, 1), 20, 8, 2)),
+    'fc': (lambda: models.tff_model_fn(lambda: models.mnist_fc(width=16),
+                                       (784,)), lambda: _image_dataset((784,), 50, 16, 2)),
+    'cnn': (lambda: models.tff_model_fn(models.mnist_cnn, (28, 28, 1)), lambda: _image_dataset(
+        (28, 28, 1), 20, 8, 2)),
     'vgg': (lambda: models.tff_model_fn(lambda: models.vgg(11, seed=0, width_divisor=32),
-                                        (32, 32, 3)),
-            lambda: _image_dataset((32, 32, 3), 10, 4, 1)),
-    'masking_cnn': (lambda: models.tff_model_fn(lambda: models.masking_cnn(0), (32, 32, 3)),
-                    lambda: _image_dataset((32, 32, 3), 80, 32, 1)),
+                                        (32, 32, 3)), lambda: _image_dataset(
+                                            (32, 32, 3), 10, 4, 1)),
+    'masking_cnn': (lambda: models.tff_model_fn(lambda: models.masking_cnn(0),
+                                                (32, 32, 3)), lambda: _image_dataset(
+                                                    (32, 32, 3), 80, 32, 1)),
     'gru': (lambda: models.shakespeare_model_fn(seed=0, units=16), lambda: _text_dataset(2)),
 }
 
@@ -158,16 +163,20 @@ class SameAsTheLoopInsideTfDataTest(tf.test.TestCase, parameterized.TestCase):
       if initial is None:  # Both start from the first model's weights (FC is unseeded).
         initial = tf.nest.map_structure(tf.convert_to_tensor,
                                         tff.learning.models.ModelWeights.from_model(model))
-      pull = lambda w: [0.01 * tf.sign(v) for v in w]  # noqa: B023 (called in this iteration)
+      pull = lambda w: [0.01 * tf.sign(v) for v in w]
 
       @tf.function
       def run(dataset):
-        if train == 'tensors':  # noqa: B023 (called in this iteration)
-          result = local_training.train_locally(  # noqa: B023 (called in this iteration)
-              model, optimizer, initial, dataset, penalty_gradient_fn=pull,  # noqa: B023
-              penalized_steps=2, restart_optimizer_after_penalty=True)
+        if train == 'tensors':
+          result = local_training.train_locally(model,
+                                                optimizer,
+                                                initial,
+                                                dataset,
+                                                penalty_gradient_fn=pull,
+                                                penalized_steps=2,
+                                                restart_optimizer_after_penalty=True)
           return result.trainable_weights, result.num_examples, result.num_steps
-        return _train_in_reduce(model, optimizer, initial, dataset, pull, 2, True)  # noqa: B023 (called in this iteration)
+        return _train_in_reduce(model, optimizer, initial, dataset, pull, 2, True)
 
       results.append(run(make_dataset()))
     (weights, examples, steps), (expected_weights, expected_examples, expected_steps) = results
@@ -178,8 +187,10 @@ class SameAsTheLoopInsideTfDataTest(tf.test.TestCase, parameterized.TestCase):
       self.assertAllClose(w, e, rtol=1e-6, atol=1e-7)
 
 
-
-def _train_locally_in_reduce(model, optimizer, initial_weights, dataset,
+def _train_locally_in_reduce(model,
+                             optimizer,
+                             initial_weights,
+                             dataset,
                              penalty_gradient_fn=None,
                              penalized_steps=local_training.ALL_STEPS,
                              restart_optimizer_after_penalty=False):
@@ -188,9 +199,9 @@ def _train_locally_in_reduce(model, optimizer, initial_weights, dataset,
     penalty_gradient_fn = lambda w: [tf.zeros_like(v) for v in w]
   if penalized_steps == local_training.ALL_STEPS:
     penalized_steps = np.iinfo(np.int32).max
-  weights, num_examples, num_steps = _train_in_reduce(
-      model, optimizer, initial_weights, dataset, penalty_gradient_fn, penalized_steps,
-      restart_optimizer_after_penalty)
+  weights, num_examples, num_steps = _train_in_reduce(model, optimizer, initial_weights, dataset,
+                                                      penalty_gradient_fn, penalized_steps,
+                                                      restart_optimizer_after_penalty)
   return local_training.LocalTrainingResult(weights, num_examples, num_steps)
 
 
@@ -208,16 +219,18 @@ class EveryAlgorithmAsBeforeTest(tf.test.TestCase):
         if process.runs_only_on_tff:
           break
         bound = inprocess.InProcessProcess(process, num_threads=1)
-        with mock.patch.object(local_training, 'train_locally',
-                               _train_locally_in_reduce if patched else
-                               local_training.train_locally):
+        with mock.patch.object(
+            local_training, 'train_locally',
+            _train_locally_in_reduce if patched else local_training.train_locally):
           state = bound.initialize()
           clients = [bound.initial_client_state()] * 3
           for round_num in range(3):
             if process.uses_test_loss:
               state = bound.record_test_loss(state, 2.0 / (round_num + 1))
-            datasets = [tiny_models.classification_dataset(s, num_examples=10, batch_size=4)
-                        .repeat(2) for s in range(3)]
+            datasets = [
+                tiny_models.classification_dataset(s, num_examples=10, batch_size=4).repeat(2)
+                for s in range(3)
+            ]
             output = bound.next(state, datasets, clients, process.client_inputs(ids))
             state, clients = output.state, output.client_states
         bound.close()
@@ -227,8 +240,11 @@ class EveryAlgorithmAsBeforeTest(tf.test.TestCase):
       checked.append(name)
       for ours, before in zip(*outcomes):
         self.assertAllClose(ours, before, rtol=1e-6, atol=1e-7, msg=name)
-    self.assertContainsSubset({'flare', 'ec', 'ec_fedprox', 'ec_ffl', 'ef21', 'ef21_dense',
-                               'fedavg', 'mask_synchronized'}, checked)
+    self.assertContainsSubset(
+        {
+            'flare', 'ec', 'ec_fedprox', 'ec_ffl', 'ef21', 'ef21_dense', 'fedavg',
+            'mask_synchronized'
+        }, checked)
 
 
 if __name__ == '__main__':

@@ -17,9 +17,13 @@ _OPTIMIZER = tff.learning.optimizers.build_sgdm(0.1)
 
 def _client_data(num_clients=4):
   # Unequal sizes (8, 16, 24, 32 examples) so that example weighting matters.
-  return [tiny_models.classification_dataset(
-      k, num_examples=8 * (k + 1), batch_size=4, num_features=_NUM_FEATURES,
-      num_classes=_NUM_CLASSES) for k in range(num_clients)]
+  return [
+      tiny_models.classification_dataset(k,
+                                         num_examples=8 * (k + 1),
+                                         batch_size=4,
+                                         num_features=_NUM_FEATURES,
+                                         num_classes=_NUM_CLASSES) for k in range(num_clients)
+  ]
 
 
 def _flat(tensors):
@@ -32,7 +36,8 @@ def _flat(tensors):
 def _survival_of(deltas, weights):
   """S through `masking.survival_metrics` (the TF code the process runs), for flat deltas."""
   p = np.asarray(weights, np.float64) / np.sum(weights)
-  sums = dict(weight=np.sum(weights), squared_weight=np.sum(np.square(weights)),
+  sums = dict(weight=np.sum(weights),
+              squared_weight=np.sum(np.square(weights)),
               weighted_squared_norm=sum(w**2 * d @ d for w, d in zip(weights, deltas)),
               delta_norm=sum(np.linalg.norm(d) for d in deltas),
               num_clients=float(len(deltas)))
@@ -61,8 +66,8 @@ def test_opposing_deltas_fall_below_one():
   delta = np.random.default_rng(1).normal(size=30)
   metrics = _survival_of([delta, -0.8 * delta], [1.0, 1.0])
   assert metrics['survival'] < 1.0
-  assert metrics['survival'] == pytest.approx(reference_numpy.survival(
-      [delta, -0.8 * delta], [1.0, 1.0]))
+  assert metrics['survival'] == pytest.approx(
+      reference_numpy.survival([delta, -0.8 * delta], [1.0, 1.0]))
   # R_ind and R_sync by hand (the spec's formulas; (1 - q) / q = 1 at q = 0.5, p = 1/2):
   # sum p^2 |d|^2 = (1 + 0.64) |d|^2 / 4 and |sum p d|^2 = (0.2 / 2)^2 |d|^2.
   assert metrics['r_ind'] == pytest.approx(1.64 / 4 * delta @ delta, rel=1e-12)
@@ -75,10 +80,14 @@ def test_opposing_deltas_fall_below_one():
 def test_synchronized_masks_are_shared_and_independent_masks_are_not():
   shapes = [tf.TensorShape([50, 20]), tf.TensorShape([20])]
   seed = tf.constant([7, 11], tf.int64)
-  sync = [masking._masks_for(masking.MaskMode.SYNCHRONIZED, shapes, [True, True], 0.5, seed,
-                             tf.constant(k, tf.int64), 0) for k in range(3)]
-  independent = [masking._masks_for(masking.MaskMode.INDEPENDENT, shapes, [True, True], 0.5,
-                                    seed, tf.constant(k, tf.int64), 0) for k in range(3)]
+  sync = [
+      masking._masks_for(masking.MaskMode.SYNCHRONIZED, shapes, [True, True], 0.5, seed,
+                         tf.constant(k, tf.int64), 0) for k in range(3)
+  ]
+  independent = [
+      masking._masks_for(masking.MaskMode.INDEPENDENT, shapes, [True, True], 0.5, seed,
+                         tf.constant(k, tf.int64), 0) for k in range(3)
+  ]
   for k in (1, 2):
     assert all(np.array_equal(a, b) for a, b in zip(sync[0], sync[k]))
     assert not np.array_equal(independent[0][0], independent[k][0])
@@ -103,14 +112,17 @@ def test_unmasked_tensors_pass_through():
 @pytest.mark.parametrize('bad_q', [0.0, -0.1, 1.5, float('nan'), True])
 def test_invalid_keep_probability_is_a_clear_error(bad_q):
   with pytest.raises(ValueError, match='keep probability'):
-    masking.build_masked_fedavg(_MODEL_FN, keep_probability=bad_q,
+    masking.build_masked_fedavg(_MODEL_FN,
+                                keep_probability=bad_q,
                                 mask_mode=masking.MaskMode.INDEPENDENT,
                                 client_optimizer=_OPTIMIZER)
 
 
 def test_unknown_mode_is_a_clear_error():
   with pytest.raises(ValueError, match='sometimes'):
-    masking.build_masked_fedavg(_MODEL_FN, keep_probability=0.5, mask_mode='sometimes',
+    masking.build_masked_fedavg(_MODEL_FN,
+                                keep_probability=0.5,
+                                mask_mode='sometimes',
                                 client_optimizer=_OPTIMIZER)
 
 
@@ -122,7 +134,9 @@ def _trained_weights(process, data, rounds):
 @pytest.mark.parametrize('mode', list(masking.MaskMode))
 def test_keep_all_equals_fedavg_bit_for_bit(mode):
   data = _client_data()
-  masked = masking.build_masked_fedavg(_MODEL_FN, keep_probability=1.0, mask_mode=mode,
+  masked = masking.build_masked_fedavg(_MODEL_FN,
+                                       keep_probability=1.0,
+                                       mask_mode=mode,
                                        client_optimizer=_OPTIMIZER)
   plain = fedavg.build_fedavg(_MODEL_FN, client_optimizer=_OPTIMIZER)
   for a, b in zip(_trained_weights(masked, data, 3), _trained_weights(plain, data, 3)):
@@ -131,17 +145,19 @@ def test_keep_all_equals_fedavg_bit_for_bit(mode):
 
 def test_weighted_keep_all_equals_tff_weighted_fedavg():
   data = _client_data()
-  masked = masking.build_masked_fedavg(
-      _MODEL_FN, keep_probability=1.0, mask_mode=masking.MaskMode.SYNCHRONIZED,
-      client_optimizer=_OPTIMIZER, client_weighting=tff.learning.ClientWeighting.NUM_EXAMPLES)
+  masked = masking.build_masked_fedavg(_MODEL_FN,
+                                       keep_probability=1.0,
+                                       mask_mode=masking.MaskMode.SYNCHRONIZED,
+                                       client_optimizer=_OPTIMIZER,
+                                       client_weighting=tff.learning.ClientWeighting.NUM_EXAMPLES)
   reference = tff.learning.algorithms.build_weighted_fed_avg(
-      _MODEL_FN, client_optimizer_fn=_OPTIMIZER,
+      _MODEL_FN,
+      client_optimizer_fn=_OPTIMIZER,
       server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0))
   state = reference.initialize()
   for _ in range(2):
     state = reference.next(state, data).state
-  for a, b in zip(_trained_weights(masked, data, 2),
-                  reference.get_model_weights(state).trainable):
+  for a, b in zip(_trained_weights(masked, data, 2), reference.get_model_weights(state).trainable):
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
@@ -152,8 +168,9 @@ def _client_deltas(data):
     process = fedavg.build_fedavg(_MODEL_FN, client_optimizer=_OPTIMIZER)
     state = process.initialize()
     before = _flat(process.get_model_weights(state).trainable)
-    after = _flat(process.get_model_weights(
-        tiny_models.next_round(process, state, [dataset]).state).trainable)
+    after = _flat(
+        process.get_model_weights(tiny_models.next_round(process, state,
+                                                         [dataset]).state).trainable)
     deltas.append(after - before)
   return deltas
 
@@ -162,44 +179,51 @@ def _client_deltas(data):
 def test_closed_form_matches_numpy_and_empirical_variance_agrees(weighting):
   data = _client_data()
   q = 0.8
-  process = masking.build_masked_fedavg(
-      _MODEL_FN, keep_probability=q, mask_mode=masking.MaskMode.INDEPENDENT,
-      client_optimizer=_OPTIMIZER, client_weighting=weighting, num_mask_draws=200, seed=3)
+  process = masking.build_masked_fedavg(_MODEL_FN,
+                                        keep_probability=q,
+                                        mask_mode=masking.MaskMode.INDEPENDENT,
+                                        client_optimizer=_OPTIMIZER,
+                                        client_weighting=weighting,
+                                        num_mask_draws=200,
+                                        seed=3)
   output = tiny_models.next_round(process, process.initialize(), data)
   survival = output.metrics['aggregator']['survival']
 
   deltas = _client_deltas(data)
-  weights = ([8.0, 16.0, 24.0, 32.0] if weighting == tff.learning.ClientWeighting.NUM_EXAMPLES else
-             [1.0] * 4)
+  weights = ([8.0, 16.0, 24.0, 32.0]
+             if weighting == tff.learning.ClientWeighting.NUM_EXAMPLES else [1.0] * 4)
   p = np.asarray(weights) / np.sum(weights)
   mean = sum(pk * d for pk, d in zip(p, deltas))
   sum_p2_norm2 = sum(pk**2 * d @ d for pk, d in zip(p, deltas))
   assert survival['r_ind'] == pytest.approx((1 - q) / q * sum_p2_norm2, rel=1e-5)
   assert survival['r_sync'] == pytest.approx((1 - q) / q * mean @ mean, rel=1e-5)
-  assert survival['survival'] == pytest.approx(reference_numpy.survival(deltas, weights),
-                                               rel=1e-5)
+  assert survival['survival'] == pytest.approx(reference_numpy.survival(deltas, weights), rel=1e-5)
   assert survival['s_max'] == pytest.approx(1 / np.sum(p**2))
-  assert survival['mean_client_delta_norm'] == pytest.approx(
-      np.mean([np.linalg.norm(d) for d in deltas]), rel=1e-5)
+  assert survival['mean_client_delta_norm'] == pytest.approx(np.mean(
+      [np.linalg.norm(d) for d in deltas]),
+                                                             rel=1e-5)
   # The actual masked aggregates, over 200 fresh draws per mode, agree with the closed form
   # within 4 standard errors; the two modes' variances differ by far more than that.
   for mode in ('ind', 'sync'):
     error = abs(survival[f'r_{mode}_empirical'] - survival[f'r_{mode}'])
     assert error < 4 * survival[f'r_{mode}_empirical_stderr'], mode
-  assert abs(survival['r_ind'] - survival['r_sync']) > 8 * max(
-      survival['r_ind_empirical_stderr'], survival['r_sync_empirical_stderr'])
+  assert abs(survival['r_ind'] - survival['r_sync']) > 8 * max(survival['r_ind_empirical_stderr'],
+                                                               survival['r_sync_empirical_stderr'])
 
 
 def test_masked_round_applies_the_mask_and_mode_matters():
   data = _client_data()
   weights = {}
   for mode in (masking.MaskMode.INDEPENDENT, masking.MaskMode.SYNCHRONIZED):
-    process = masking.build_masked_fedavg(_MODEL_FN, keep_probability=0.3, mask_mode=mode,
-                                          client_optimizer=_OPTIMIZER, seed=5)
+    process = masking.build_masked_fedavg(_MODEL_FN,
+                                          keep_probability=0.3,
+                                          mask_mode=mode,
+                                          client_optimizer=_OPTIMIZER,
+                                          seed=5)
     state = process.initialize()
     before = _flat(process.get_model_weights(state).trainable)
-    after = _flat(process.get_model_weights(
-        tiny_models.next_round(process, state, data).state).trainable)
+    after = _flat(
+        process.get_model_weights(tiny_models.next_round(process, state, data).state).trainable)
     weights[mode] = after - before
   # Synchronized: one mask for all, so about 70% of the coordinates do not move at all;
   # independent: a coordinate stays only if all four clients dropped it (0.7**4 = 24%).

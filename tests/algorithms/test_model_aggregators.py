@@ -24,8 +24,7 @@ class BuildTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(
       ('median', None, 'Unknown model aggregator .median.; known: mean, tff_mean'),
-      ('clipping', None, 'needs aggregator_norm'),
-      ('zeroing', -1.0, 'needs aggregator_norm'),
+      ('clipping', None, 'needs aggregator_norm'), ('zeroing', -1.0, 'needs aggregator_norm'),
       ('clipping', float('inf'), 'needs aggregator_norm'),
       ('clipping', True, 'needs aggregator_norm'),
       ('robust', 1.0, 'applies to model_aggregator=clipping or zeroing only'))

@@ -23,8 +23,8 @@ class QuantizeTest(tf.test.TestCase):
 
   def test_unbiased_on_average_and_on_the_levels(self):
     v = tf.constant([[0.3, -1.2, 0.0], [2.0, 0.05, -0.6]])
-    draws = np.stack([qsgd.quantize(v, 4, tf.constant([7, i], tf.int64)).numpy()
-                      for i in range(4000)])
+    draws = np.stack(
+        [qsgd.quantize(v, 4, tf.constant([7, i], tf.int64)).numpy() for i in range(4000)])
     norm = float(tf.norm(tf.reshape(v, [-1])))
     self.assertAllClose(draws.mean(axis=0), v, atol=0.03)  # E[Q(v)] = v.
     levels = np.round(np.abs(draws) / norm * 4, 4)  # Every entry on a level k |v| / s.
@@ -38,9 +38,10 @@ class HandComputationTest(tf.test.TestCase):
     # Two rounds of three clients (one sits out), two momentum steps each: the accumulator,
     # the round counter and the server model by hand, with the same uniform draws.
     levels, lr, momentum = 2, 0.5, 0.9
-    process = qsgd.build_qsgd_ef(
-        tiny_models.softmax_model_fn(), qsgd_levels=levels,
-        client_optimizer=tff.learning.optimizers.build_sgdm(lr, momentum=momentum))
+    process = qsgd.build_qsgd_ef(tiny_models.softmax_model_fn(),
+                                 qsgd_levels=levels,
+                                 client_optimizer=tff.learning.optimizers.build_sgdm(
+                                     lr, momentum=momentum))
     participation = [[0, 1], [1, 2], [0, 2]]
     weights, states, outputs = tiny_models.run_participation(process, 3, participation)
 
@@ -51,8 +52,10 @@ class HandComputationTest(tf.test.TestCase):
     for present, output in zip(participation, outputs):
       messages, sent = [], 0
       for i in present:
-        delta = reference_numpy.local_delta(server, tiny_models.client_batches(i),
-                                            learning_rate=lr, momentum=momentum)
+        delta = reference_numpy.local_delta(server,
+                                            tiny_models.client_batches(i),
+                                            learning_rate=lr,
+                                            momentum=momentum)
         corrected = [d + a for d, a in zip(delta, accumulators[i])]
         message = []
         for j, u in enumerate(corrected):
@@ -74,11 +77,13 @@ class HandComputationTest(tf.test.TestCase):
 
   def test_bad_levels(self):
     with self.assertRaisesRegex(ValueError, 'qsgd_levels must be an int >= 1, got 0'):
-      qsgd.build_qsgd_ef(tiny_models.softmax_model_fn(), qsgd_levels=0,
+      qsgd.build_qsgd_ef(tiny_models.softmax_model_fn(),
+                         qsgd_levels=0,
                          client_optimizer=tff.learning.optimizers.build_sgdm(0.1))
     # 1e39 levels are inf in float32: the run would send nothing and the model never move.
     with self.assertRaisesRegex(ValueError, r'qsgd_levels must be an int in \[-2\^31, 2\^31\)'):
-      qsgd.build_qsgd_ef(tiny_models.softmax_model_fn(), qsgd_levels=10**39,
+      qsgd.build_qsgd_ef(tiny_models.softmax_model_fn(),
+                         qsgd_levels=10**39,
                          client_optimizer=tff.learning.optimizers.build_sgdm(0.1))
 
 

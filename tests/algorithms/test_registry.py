@@ -43,8 +43,7 @@ def _gru_family():
 FAMILIES = {
     'fc': lambda: _image_family(lambda: models.mnist_fc(width=6), (784,)),
     'cnn': lambda: _image_family(models.mnist_cnn, (28, 28, 1)),
-    'vgg11': lambda: _image_family(lambda: models.vgg(11, seed=0, width_divisor=16),
-                                   (32, 32, 3)),
+    'vgg11': lambda: _image_family(lambda: models.vgg(11, seed=0, width_divisor=16), (32, 32, 3)),
     'gru': _gru_family,
     'masking_cnn': lambda: _image_family(models.masking_cnn, (32, 32, 3)),
 }
@@ -59,16 +58,20 @@ class EveryAlgorithmOnEveryModelTest(tf.test.TestCase, parameterized.TestCase):
     # also on TFF's local runtime (module docstring). Every algorithm on TFF's runtime:
     # tests/execution/test_inprocess.py (against in-process, on the tiny model).
     model_fn, data = FAMILIES[family]()
-    hparams = registry.Hyperparameters(
-        client_optimizer=tff.learning.optimizers.build_sgdm(0.01, momentum=0.9),
-        keep_percent=1.0, total_clients=2, reg_steps=1, num_mask_draws=1,
-        is_regularized=lambda name: 'embedding' not in name)
+    hparams = registry.Hyperparameters(client_optimizer=tff.learning.optimizers.build_sgdm(
+        0.01, momentum=0.9),
+                                       keep_percent=1.0,
+                                       total_clients=2,
+                                       reg_steps=1,
+                                       num_mask_draws=1,
+                                       is_regularized=lambda name: 'embedding' not in name)
     for name in tiny_models.PER_PART:
       process = registry.build(name, model_fn, hparams)
       runners = [process] if process.runs_only_on_tff else [
-          inprocess.InProcessProcess(process, num_threads=1)]
+          inprocess.InProcessProcess(process, num_threads=1)
+      ]
       if name == 'flare' and family in ('cnn', 'gru'):  # TFF's runtime: a dense and a sparse
-        runners.append(process)                         # (IndexedSlices) gradient.
+        runners.append(process)  # (IndexedSlices) gradient.
       for runner in runners:
         state = runner.initialize()
         if process.uses_test_loss:
@@ -84,8 +87,9 @@ class EveryAlgorithmOnEveryModelTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_unknown_name_lists_the_known_ones(self):
     with self.assertRaisesRegex(ValueError, 'Unknown algorithm .fedsgd.; known: flare, ec'):
-      registry.build('fedsgd', tiny_models.softmax_model_fn(), registry.Hyperparameters(
-          client_optimizer=tff.learning.optimizers.build_sgdm(0.1)))
+      registry.build(
+          'fedsgd', tiny_models.softmax_model_fn(),
+          registry.Hyperparameters(client_optimizer=tff.learning.optimizers.build_sgdm(0.1)))
 
 
 if __name__ == '__main__':

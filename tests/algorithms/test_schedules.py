@@ -8,9 +8,9 @@ from tff_flare.algorithms import schedules
 
 class TauScheduleTest(tf.test.TestCase, parameterized.TestCase):
 
-  @parameterized.parameters(
-      (0.5, 1.05, 0, 0.476), (0.5, 1.05, 10, 0.292), (0.5, 1.05, 50, 0.0415),
-      (0.05, 1.1, 0, 0.0455), (0.05, 1.1, 10, 0.0175), (0.05, 1.01, 100, 0.0183))
+  @parameterized.parameters((0.5, 1.05, 0, 0.476), (0.5, 1.05, 10, 0.292), (0.5, 1.05, 50, 0.0415),
+                            (0.05, 1.1, 0, 0.0455), (0.05, 1.1, 10, 0.0175),
+                            (0.05, 1.01, 100, 0.0183))
   def test_spec_examples(self, tau, decay, round_num, expected):
     self.assertAllClose(schedules.tau_at_round(tau, decay, round_num), expected, rtol=2e-3)
     self.assertAllClose(schedules.tau_at_round_tf(tau, decay, round_num), expected, rtol=2e-3)

@@ -16,7 +16,9 @@ def _cases():
   ties = np.round(normal * 4) / 4  # Few distinct values: ties at every cut.
   sparse = normal * (rng.uniform(size=normal.shape) < 0.3)  # 70 % exact zeros.
   heavy = (np.abs(rng.standard_cauchy(size=(2000, 50)))).astype(np.float32)
-  return dict(normal=normal, ties=ties.astype(np.float32), sparse=sparse.astype(np.float32),
+  return dict(normal=normal,
+              ties=ties.astype(np.float32),
+              sparse=sparse.astype(np.float32),
               heavy=heavy)
 
 
@@ -28,7 +30,8 @@ class KthLargestTest(tf.test.TestCase, parameterized.TestCase):
     flat = tf.reshape(magnitudes, [-1])
     for k in (1, 2, 7, 169, 400):
       expected = tf.math.top_k(flat, k=k).values[-1]
-      self.assertEqual(float(selection.kth_largest(magnitudes, k)), float(expected),
+      self.assertEqual(float(selection.kth_largest(magnitudes, k)),
+                       float(expected),
                        msg=f'{name} k={k}')
 
   def test_all_equal_rows_and_a_tensor_k(self):
@@ -47,7 +50,8 @@ class KthSmallestTest(tf.test.TestCase, parameterized.TestCase):
     n = int(values.shape[0])
     for index in (0, 1, n // 4, n // 2, (n - 1) // 2, n - 2, n - 1):
       expected = tf.raw_ops.NthElement(input=values, n=index, reverse=False)
-      self.assertEqual(float(selection.kth_smallest(values, index)), float(expected),
+      self.assertEqual(float(selection.kth_smallest(values, index)),
+                       float(expected),
                        msg=f'{name} index={index}')
 
   def test_a_misleading_sample_falls_back_to_the_full_selection(self):
@@ -57,7 +61,6 @@ class KthSmallestTest(tf.test.TestCase, parameterized.TestCase):
     values = tf.constant(values)
     self.assertEqual(float(selection.kth_smallest(values, n // 2)),
                      float(tf.raw_ops.NthElement(input=values, n=n // 2, reverse=False)))
-
 
 
 class NativeKernelsTest(tf.test.TestCase, parameterized.TestCase):
@@ -102,11 +105,9 @@ class NativeKernelsTest(tf.test.TestCase, parameterized.TestCase):
   def test_only_inside_the_block(self):
     x = tf.constant(_cases()['normal'])
     with selection.native_kernels():
-      graph = tf.function(lambda t: selection.magnitude_mask(t, 0.5)).get_concrete_function(
-          x).graph
+      graph = tf.function(lambda t: selection.magnitude_mask(t, 0.5)).get_concrete_function(x).graph
     self.assertIn('MagnitudeMask', [op.type for op in graph.get_operations()])
-    graph = tf.function(lambda t: selection.magnitude_mask(t, 0.5)).get_concrete_function(
-        x).graph
+    graph = tf.function(lambda t: selection.magnitude_mask(t, 0.5)).get_concrete_function(x).graph
     self.assertNotIn('MagnitudeMask', [op.type for op in graph.get_operations()])
 
 

@@ -20,8 +20,7 @@ CNN_KEPT = {
 }
 CNN_TOTAL = {0.0001: 9, 0.001: 14, 0.01: 66, 0.1: 590}
 # Spec §1.2, the FC network (784-4069-4069-4069-10).
-FC_SHAPES = [(784, 4069), (4069,), (4069, 4069), (4069,), (4069, 4069), (4069,), (4069, 10),
-             (10,)]
+FC_SHAPES = [(784, 4069), (4069,), (4069, 4069), (4069,), (4069, 4069), (4069,), (4069, 10), (10,)]
 FC_KEPT = {
     0.0001: [4, 1, 18, 1, 18, 1, 1, 1],
     0.001: [33, 1, 167, 1, 167, 1, 1, 1],
@@ -99,8 +98,8 @@ class AuthorsRuleTiesTest(tf.test.TestCase):
 
 class ExactRuleTest(tf.test.TestCase, parameterized.TestCase):
 
-  @parameterized.parameters((1000, 1.0, 10), (1000, 0.001, 1), (51200, 0.01, 5),
-                            (10, 100.0, 10), (10, 45.0, 4), (7, 50.0, 4))
+  @parameterized.parameters((1000, 1.0, 10), (1000, 0.001, 1), (51200, 0.01, 5), (10, 100.0, 10),
+                            (10, 45.0, 4), (7, 50.0, 4))
   def test_keeps_exactly_k(self, n, keep_percent, expected):
     x = _distinct_tensor((n,), 0)
     sent = sparsification.sparsify([x], keep_percent, EXACT).sent
@@ -138,8 +137,9 @@ class GlobalRuleTest(tf.test.TestCase, parameterized.TestCase):
     sent = sparsification.sparsify([kernel, bias], 0.1, GLOBAL).sent
     self.assertEqual(int(tf.math.count_nonzero(sent[1])), 0)
     self.assertEqual(int(tf.math.count_nonzero(sent[0])), 1)
-    self.assertEqual(int(tf.math.count_nonzero(
-        sparsification.sparsify([kernel, bias], 0.1, AUTHORS).sent[1])), 1)
+    self.assertEqual(
+        int(tf.math.count_nonzero(sparsification.sparsify([kernel, bias], 0.1, AUTHORS).sent[1])),
+        1)
 
   def test_ties_go_to_the_earlier_entry(self):
     sent = sparsification.sparsify([tf.ones([3]), tf.ones([2])], 40.0, GLOBAL).sent  # k = 2

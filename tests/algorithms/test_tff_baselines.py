@@ -19,10 +19,13 @@ class TffBaselinesTest(tf.test.TestCase):
     optimizer = tff.learning.optimizers.build_sgdm(0.3, momentum=0.5)
     datasets = [tiny_models.classification_dataset(s, batch_size=4) for s in range(2)]
     ours = _weights_after(fedavg.build_fedavg(model_fn, client_optimizer=optimizer), datasets)
-    prox0 = _weights_after(tff_baselines.build_tff_fedprox(
-        model_fn, client_optimizer=optimizer, proximal_strength=0.0), datasets)
-    prox = _weights_after(tff_baselines.build_tff_fedprox(
-        model_fn, client_optimizer=optimizer, proximal_strength=10.0), datasets)
+    prox0 = _weights_after(
+        tff_baselines.build_tff_fedprox(model_fn, client_optimizer=optimizer,
+                                        proximal_strength=0.0), datasets)
+    prox = _weights_after(
+        tff_baselines.build_tff_fedprox(model_fn,
+                                        client_optimizer=optimizer,
+                                        proximal_strength=10.0), datasets)
     for o, p in zip(ours, prox0):
       self.assertAllClose(o, p, rtol=1e-6, atol=1e-7)
     self.assertNotAllClose(ours[0], prox[0])
@@ -32,17 +35,24 @@ class TffBaselinesTest(tf.test.TestCase):
     model_fn = tiny_models.softmax_model_fn()
     optimizer = tff.learning.optimizers.build_sgdm(0.3)
     by_examples = tff.learning.ClientWeighting.NUM_EXAMPLES
-    datasets = [tiny_models.classification_dataset(s, num_examples=n, batch_size=4)
-                for s, n in ((0, 4), (1, 12))]  # Unequal clients: the weighting matters.
-    ours = _weights_after(fedavg.build_fedavg(model_fn, client_optimizer=optimizer,
-                                              client_weighting=by_examples), datasets)
-    theirs = _weights_after(tff_baselines.build_tff_fedavg(
-        model_fn, client_optimizer=optimizer, client_weighting=by_examples), datasets)
-    prox0 = _weights_after(tff_baselines.build_tff_fedprox(
-        model_fn, client_optimizer=optimizer, proximal_strength=0.0,
-        client_weighting=by_examples), datasets)
-    uniform = _weights_after(tff_baselines.build_tff_fedavg(
-        model_fn, client_optimizer=optimizer), datasets)
+    datasets = [
+        tiny_models.classification_dataset(s, num_examples=n, batch_size=4)
+        for s, n in ((0, 4), (1, 12))
+    ]  # Unequal clients: the weighting matters.
+    ours = _weights_after(
+        fedavg.build_fedavg(model_fn, client_optimizer=optimizer, client_weighting=by_examples),
+        datasets)
+    theirs = _weights_after(
+        tff_baselines.build_tff_fedavg(model_fn,
+                                       client_optimizer=optimizer,
+                                       client_weighting=by_examples), datasets)
+    prox0 = _weights_after(
+        tff_baselines.build_tff_fedprox(model_fn,
+                                        client_optimizer=optimizer,
+                                        proximal_strength=0.0,
+                                        client_weighting=by_examples), datasets)
+    uniform = _weights_after(tff_baselines.build_tff_fedavg(model_fn, client_optimizer=optimizer),
+                             datasets)
     for o, t, p in zip(ours, theirs, prox0):
       self.assertAllClose(o, t, rtol=1e-6, atol=1e-7)
       self.assertAllClose(o, p, rtol=1e-6, atol=1e-7)

@@ -32,7 +32,6 @@ with modes.build_execution('local'):
     time.sleep(120)
 '''
 
-
 # Runs TFF computations back to back, so that Ctrl-C lands inside one.
 _BUSY_CHILD = r'''
 import tensorflow as tf
@@ -54,7 +53,6 @@ with modes.build_execution('local'):
     busy()
     print('round', i, flush=True)
 '''
-
 
 # A plain script: builds a process with the package's builder, runs it on TFF's default context.
 _SCRIPT = r'''
@@ -82,8 +80,10 @@ class NoWorkerLeftBehindTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_ctrl_c_during_a_computation_exits_promptly(self):
     env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL='3')
-    child = subprocess.Popen([sys.executable, '-c', _BUSY_CHILD], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=env)
+    child = subprocess.Popen([sys.executable, '-c', _BUSY_CHILD],
+                             stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE,
+                             env=env)
     try:
       fd = child.stdout.fileno()
       output = b''
@@ -103,8 +103,10 @@ class NoWorkerLeftBehindTest(tf.test.TestCase, parameterized.TestCase):
   def test_a_plain_script_leaves_no_worker(self):
     # No opt-in: the package's builders register the stop at exit.
     env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL='3')
-    child = subprocess.Popen([sys.executable, '-c', _SCRIPT], stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, env=env)
+    child = subprocess.Popen([sys.executable, '-c', _SCRIPT],
+                             stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL,
+                             env=env)
     try:
       fd = child.stdout.fileno()
       pids = self._reported_workers(fd)
@@ -134,14 +136,15 @@ class NoWorkerLeftBehindTest(tf.test.TestCase, parameterized.TestCase):
                 'the pipe open')
     return os.read(fd, 65536)
 
-  @parameterized.named_parameters(('normal_exit', 'exit', None),
-                                  ('sigterm', 'wait', signal.SIGTERM),
-                                  ('ctrl_c', 'wait', signal.SIGINT),
-                                  ('sigkill', 'wait', signal.SIGKILL))
+  @parameterized.named_parameters(
+      ('normal_exit', 'exit', None), ('sigterm', 'wait', signal.SIGTERM),
+      ('ctrl_c', 'wait', signal.SIGINT), ('sigkill', 'wait', signal.SIGKILL))
   def test_worker_stopped(self, mode, signum):
     env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL='3')
-    child = subprocess.Popen([sys.executable, '-c', _CHILD, mode], stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, env=env)
+    child = subprocess.Popen([sys.executable, '-c', _CHILD, mode],
+                             stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL,
+                             env=env)
     fd = child.stdout.fileno()
     try:
       pids = self._reported_workers(fd)

@@ -29,8 +29,11 @@ _IDS = tiny_models.client_ids(3)
 def _largest_difference(a, b) -> float:
   a, b = tf.nest.flatten(a), tf.nest.flatten(b)
   assert len(a) == len(b), (len(a), len(b))
-  return max([float(np.max(np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64))))
-              for x, y in zip(a, b) if np.size(x)] or [0.0])
+  return max([
+      float(np.max(np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64))))
+      for x, y in zip(a, b)
+      if np.size(x)
+  ] or [0.0])
 
 
 class SameRoundsAsTffTest(tf.test.TestCase):
@@ -55,9 +58,10 @@ class SameRoundsAsTffTest(tf.test.TestCase):
           state = local.record_test_loss(state, loss)
         ours = local.next(state, datasets, clients, inputs)
         theirs = process.next(tff_state, datasets, tff_clients, inputs)
-        difference = max(difference, _largest_difference(
-            (ours.state, ours.client_states, ours.metrics),
-            (theirs.state, theirs.client_states, theirs.metrics)))
+        difference = max(
+            difference,
+            _largest_difference((ours.state, ours.client_states, ours.metrics),
+                                (theirs.state, theirs.client_states, theirs.metrics)))
         state, clients = ours.state, ours.client_states
         tff_state, tff_clients = theirs.state, theirs.client_states
       local.close()
@@ -75,22 +79,29 @@ class SameRoundsAsTffTest(tf.test.TestCase):
   def test_one_algorithm_per_part_on_the_digits_task(self):
     task = tasks.build_task('digits_demo', num_clients=3, batch_size=32)
     datasets = [task.train_data.create_tf_dataset_for_client(c) for c in _IDS]
-    hparams = registry.Hyperparameters(
-        client_optimizer=tff.learning.optimizers.build_sgdm(0.1, momentum=0.9),
-        keep_percent=1.0, total_clients=3, num_mask_draws=1)
+    hparams = registry.Hyperparameters(client_optimizer=tff.learning.optimizers.build_sgdm(
+        0.1, momentum=0.9),
+                                       keep_percent=1.0,
+                                       total_clients=3,
+                                       num_mask_draws=1)
     # Every algorithm on the tiny model (above); on a real model one per part that touches
     # the model's variables, and FedAvg.
-    self._compare(lambda name: registry.build(name, task.model_fn, hparams), datasets, 2, 1e-5,
+    self._compare(lambda name: registry.build(name, task.model_fn, hparams),
+                  datasets,
+                  2,
+                  1e-5,
                   names=tiny_models.PER_PART + ('fedavg',))
 
   def test_two_algorithms_side_by_side_on_a_small_gru(self):
     # As a run trains them: round by round, FedAvg then FLARE (every step regularized), on
     # a stateful GRU of the authors' kind (8 units), in-process and on TFF's runtime.
     model_fn = models.shakespeare_model_fn(seed=0, units=8)
-    hparams = registry.Hyperparameters(
-        client_optimizer=tff.learning.optimizers.build_sgdm(0.5), keep_percent=1.0,
-        tau=0.05, tau_decay=1.01, reg_steps='all',
-        is_regularized=lambda name: 'embedding' not in name)
+    hparams = registry.Hyperparameters(client_optimizer=tff.learning.optimizers.build_sgdm(0.5),
+                                       keep_percent=1.0,
+                                       tau=0.05,
+                                       tau_decay=1.01,
+                                       reg_steps='all',
+                                       is_regularized=lambda name: 'embedding' not in name)
     rng = np.random.default_rng(0)
     characters = lambda: rng.integers(0, models.SHAKESPEARE_VOCAB_SIZE, (3, 8, 100))
     datasets = [tf.data.Dataset.from_tensor_slices(dict(x=characters(), y=characters()))]
@@ -99,17 +110,19 @@ class SameRoundsAsTffTest(tf.test.TestCase):
       process = registry.build(name, model_fn, hparams)
       local = inprocess.InProcessProcess(process, num_threads=2)
       tff_state = process.initialize()
-      runs[name] = [process, local, tff_state,
-                    local.set_model_weights(local.initialize(),
-                                            process.get_model_weights(tff_state)),
-                    [process.initial_client_state()], [local.initial_client_state()]]
+      runs[name] = [
+          process, local, tff_state,
+          local.set_model_weights(local.initialize(), process.get_model_weights(tff_state)),
+          [process.initial_client_state()], [local.initial_client_state()]
+      ]
     for _ in range(2):
       for name, (process, local, tff_state, state, tff_clients, clients) in runs.items():
         inputs = process.client_inputs(_IDS[:1])
         ours = local.next(state, datasets, clients, inputs)
         theirs = process.next(tff_state, datasets, tff_clients, inputs)
-        self.assertLessEqual(_largest_difference(
-            (ours.state, ours.client_states), (theirs.state, theirs.client_states)), 1e-5,
+        self.assertLessEqual(_largest_difference((ours.state, ours.client_states),
+                                                 (theirs.state, theirs.client_states)),
+                             1e-5,
                              msg=name)
         self.assertEqual(int(ours.metrics['client_work']['train']['num_batches']), 3)
         runs[name][2:] = [theirs.state, ours.state, theirs.client_states, ours.client_states]
@@ -126,9 +139,10 @@ class StreamedRoundTest(tf.test.TestCase):
     # left-to-right sum differs from 10 clients on).
     rng = np.random.default_rng(0)
     for count in range(1, 27):
-      values = [dict(a=tf.constant(rng.normal(size=500).astype(np.float32) *
-                                   10.0 ** rng.integers(-6, 6)), n=tf.constant(1, tf.int64))
-                for _ in range(count)]
+      values = [
+          dict(a=tf.constant(rng.normal(size=500).astype(np.float32) * 10.0**rng.integers(-6, 6)),
+               n=tf.constant(1, tf.int64)) for _ in range(count)
+      ]
       summed = inprocess.ClientOrderSum(count)
       for value in values:
         summed.add(value)
@@ -207,17 +221,18 @@ class GraphRewritesTest(tf.test.TestCase):
     seen = []
 
     def recorded(function):
+
       def run(*args):  # Python runs this when the function is traced, in the calling thread.
-        seen.append((function.__name__, threading.current_thread().name,
-                     _memory_optimization()))
+        seen.append((function.__name__, threading.current_thread().name, _memory_optimization()))
         return function(*args)
+
       run.__name__ = function.__name__
       return run
 
     process = copy.copy(process)
-    process.round_functions = attr.evolve(
-        functions, client_work=recorded(functions.client_work),
-        round_params=recorded(functions.round_params))
+    process.round_functions = attr.evolve(functions,
+                                          client_work=recorded(functions.client_work),
+                                          round_params=recorded(functions.round_params))
     local = inprocess.InProcessProcess(process, num_threads=2)
     datasets = [tiny_models.classification_dataset(s, batch_size=2) for s in range(4)]
     local.next(local.initialize(), datasets, [local.initial_client_state()] * 4,
@@ -227,7 +242,8 @@ class GraphRewritesTest(tf.test.TestCase):
     self.assertTrue(any(t.startswith('tff_flare_client') for t in threads), msg=seen)
     self.assertIn('round_params', {name for name, _, _ in seen})  # In the caller's thread.
     self.assertEqual({setting for _, _, setting in seen},
-                     {rewriter_config_pb2.RewriterConfig.NO_MEM_OPT}, msg=seen)
+                     {rewriter_config_pb2.RewriterConfig.NO_MEM_OPT},
+                     msg=seen)
     self.assertNotEqual(_memory_optimization(), rewriter_config_pb2.RewriterConfig.NO_MEM_OPT)
 
 
@@ -248,8 +264,9 @@ class TracingTest(tf.test.TestCase):
       for round_num in range(3):
         if process.uses_test_loss:
           state = local.record_test_loss(state, 2.0 / (round_num + 1))
-        datasets = [tiny_models.classification_dataset(10 * round_num + s, batch_size=2)
-                    for s in range(3)]
+        datasets = [
+            tiny_models.classification_dataset(10 * round_num + s, batch_size=2) for s in range(3)
+        ]
         output = local.next(state, datasets, clients, inputs)
         state, clients = output.state, output.client_states
       client_work = list(local._client_work.values())  # pylint: disable=protected-access
@@ -278,12 +295,11 @@ class ModesTest(tf.test.TestCase):
       self.assertIn('loss', output.metrics['client_work']['train'])
 
   def test_bad_options(self):
-    for args, kwargs, message in (
-        (('cluster',), {}, 'Unknown execution'),
-        (('inprocess', ['h:1']), {}, 'execution is inprocess'),
-        (('remote', []), {}, 'at least one worker'),
-        (('inprocess',), dict(num_threads=0), 'client threads'),
-        (('local',), dict(timeout_s=0), 'worker timeout')):
+    for args, kwargs, message in ((('cluster',), {}, 'Unknown execution'),
+                                  (('inprocess', ['h:1']), {}, 'execution is inprocess'),
+                                  (('remote', []), {}, 'at least one worker'),
+                                  (('inprocess',), dict(num_threads=0), 'client threads'),
+                                  (('local',), dict(timeout_s=0), 'worker timeout')):
       with self.assertRaisesRegex(ValueError, message):
         modes.build_execution(*args, **kwargs)
 

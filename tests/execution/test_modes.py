@@ -22,19 +22,22 @@ class PhasesTest(tf.test.TestCase):
     datasets = [tiny_models.classification_dataset(seed, batch_size=4) for seed in range(3)]
     hparams = tiny_models.tiny_hparams()
     # EC with a TFF aggregation factory: its aggregation runs in the server phase.
-    ec_clipped = registry.build('ec', tiny_models.SOFTMAX_MODEL_FN, registry.Hyperparameters(
-        hparams.client_optimizer, total_clients=hparams.total_clients, **hparams.knobs,
-        model_aggregator=tff.aggregators.clipping_factory(0.01, tff.aggregators.MeanFactory())))
-    for name, process in [(n, tiny_models.tiny_process(n)) for n in ('flare', 'ec', 'ef21')] + [
-        ('ec_clipped', ec_clipped)]:
+    ec_clipped = registry.build(
+        'ec', tiny_models.SOFTMAX_MODEL_FN,
+        registry.Hyperparameters(hparams.client_optimizer,
+                                 total_clients=hparams.total_clients,
+                                 **hparams.knobs,
+                                 model_aggregator=tff.aggregators.clipping_factory(
+                                     0.01, tff.aggregators.MeanFactory())))
+    for name, process in [(n, tiny_models.tiny_process(n)) for n in ('flare', 'ec', 'ef21')
+                         ] + [('ec_clipped', ec_clipped)]:
       state = process.initialize()
       states = [process.initial_client_state()] * 3
       inputs = process.client_inputs(tiny_models.client_ids(3))
       phased_state, phased_states = state, states
       for _ in range(2):
         whole = process.next(state, datasets, states, inputs)
-        phased = modes.next_in_phases(process, phased_state, datasets, phased_states,
-                                         inputs)
+        phased = modes.next_in_phases(process, phased_state, datasets, phased_states, inputs)
         self.assertAllEqual(whole.metrics, phased.metrics, msg=name)
         state, states = whole.state, whole.client_states
         phased_state, phased_states = phased.state, phased.client_states
@@ -88,8 +91,9 @@ class LocalWorkerDeathTest(tf.test.TestCase):
   def _next_after_signal(self, signum: int, timeout_s: float, message: str) -> None:
     """A round of a local run whose worker got `signum` after round 0 fails with `message`
     within a minute."""
-    process = registry.build('fedavg', tiny_models.softmax_model_fn(), registry.Hyperparameters(
-        client_optimizer=tff.learning.optimizers.build_sgdm(0.1)))
+    process = registry.build(
+        'fedavg', tiny_models.softmax_model_fn(),
+        registry.Hyperparameters(client_optimizer=tff.learning.optimizers.build_sgdm(0.1)))
     datasets = [tiny_models.classification_dataset(s) for s in range(2)]
     with modes.build_execution('local', timeout_s=timeout_s) as execution:
       bound = execution.bind(process)
@@ -113,6 +117,7 @@ class LocalWorkerDeathTest(tf.test.TestCase):
     # SIGSTOP (a paused machine, a debugger): the worker fails nothing and answers nothing;
     # without the probe the round waits forever.
     self._next_after_signal(signal.SIGSTOP, 3, 'answered nothing for more than 3 s during a call')
+
 
 if __name__ == '__main__':
   tf.test.main()

@@ -36,26 +36,41 @@ _TIMEOUT_S = 3.0
 def _worker_pids(addresses):
   """Pids of this process's TFF workers serving on the ports of `addresses`."""
   ports = [f'--port={a.rpartition(":")[2]} ' for a in addresses]
-  return [pid for pid in cleanup.local_worker_pids()
-          if any(p in cleanup.command_line(pid) + ' ' for p in ports)]
+  return [
+      pid for pid in cleanup.local_worker_pids()
+      if any(p in cleanup.command_line(pid) + ' ' for p in ports)
+  ]
 
 
 def _train_two_rounds(task, execution):
   optimizer = tff.learning.optimizers.build_sgdm(0.1, momentum=0.9)
   runs = [
-      loop.AlgorithmRun('flare', flare.build_flare(
-          task.model_fn, keep_percent=5.0, client_optimizer=optimizer, tau=0.05,
-          tau_decay=1.1, reg_steps=1), execution),
-      loop.AlgorithmRun('ec', ec.build_ec(task.model_fn, keep_percent=5.0,
-                                          client_optimizer=optimizer), execution),
+      loop.AlgorithmRun(
+          'flare',
+          flare.build_flare(task.model_fn,
+                            keep_percent=5.0,
+                            client_optimizer=optimizer,
+                            tau=0.05,
+                            tau_decay=1.1,
+                            reg_steps=1), execution),
+      loop.AlgorithmRun('ec',
+                        ec.build_ec(task.model_fn, keep_percent=5.0, client_optimizer=optimizer),
+                        execution),
       # A TFF aggregation factory in the mean's place: its aggregation is cut too.
-      loop.AlgorithmRun('ec_clipped', ec.build_ec(
-          task.model_fn, keep_percent=5.0, client_optimizer=optimizer,
-          model_aggregator=model_aggregators.build('clipping', 0.05)), execution)]
+      loop.AlgorithmRun(
+          'ec_clipped',
+          ec.build_ec(task.model_fn,
+                      keep_percent=5.0,
+                      client_optimizer=optimizer,
+                      model_aggregator=model_aggregators.build('clipping', 0.05)), execution)
+  ]
   rows = hooks.CollectRows()
-  loop.run_rounds(runs, task.client_datasets,
+  loop.run_rounds(runs,
+                  task.client_datasets,
                   sampling.build_client_sampler(task.train_data.client_ids, 4, seed=3),
-                  start_round=0, end_round=2, hooks=[rows])
+                  start_round=0,
+                  end_round=2,
+                  hooks=[rows])
   return runs, rows.rows[:-1]
 
 
@@ -76,12 +91,18 @@ class TwoLoopbackWorkersTest(tf.test.TestCase):
       self.assertGreater(t.bytes_sent, 37_000, t)
       self.assertGreater(t.bytes_received, 37_000, t)
     for local, remote_run in zip(local_runs, remote_runs):
-      self.assertAllClose(local.model_weights().trainable, remote_run.model_weights().trainable,
-                          rtol=1e-5, atol=1e-6, msg=local.name)
+      self.assertAllClose(local.model_weights().trainable,
+                          remote_run.model_weights().trainable,
+                          rtol=1e-5,
+                          atol=1e-6,
+                          msg=local.name)
       self.assertEqual(local.store.client_ids(), remote_run.store.client_ids())
       for cid in local.store.client_ids():
-        self.assertAllClose(local.store.get(cid), remote_run.store.get(cid), rtol=1e-5,
-                            atol=1e-6, msg=f'{local.name} {cid}')
+        self.assertAllClose(local.store.get(cid),
+                            remote_run.store.get(cid),
+                            rtol=1e-5,
+                            atol=1e-6,
+                            msg=f'{local.name} {cid}')
     for local_row, remote_row in zip(local_history, remote_history):
       self.assertEqual(local_row['clients'], remote_row['clients'])
       for name in ('flare', 'ec', 'ec_clipped'):
@@ -89,9 +110,14 @@ class TwoLoopbackWorkersTest(tf.test.TestCase):
 
 
 def _config(output_dir, **overrides):
-  values = dict(output_dir=output_dir, task='digits_demo',
-                algorithms=('flare', 'ef21', 'mask_independent', 'tff_fedavg'), rounds=4,
-                num_clients=6, clients_per_round=4, eval_every=2, checkpoint_every=1,
+  values = dict(output_dir=output_dir,
+                task='digits_demo',
+                algorithms=('flare', 'ef21', 'mask_independent', 'tff_fedavg'),
+                rounds=4,
+                num_clients=6,
+                clients_per_round=4,
+                eval_every=2,
+                checkpoint_every=1,
                 worker_timeout_s=_TIMEOUT_S)
   values.update(overrides)
   return config_lib.ExperimentConfig(**values)
@@ -123,8 +149,11 @@ class FaultsTest(tf.test.TestCase):
       for storage in ('disk', 'files'):
         output_dir = os.path.join(base, storage)
         # The client states in files here, in memory in the local run: same results.
-        config = _config(output_dir, execution='remote', workers=workers.addresses,
-                         client_state_storage=storage, **overrides)
+        config = _config(output_dir,
+                         execution='remote',
+                         workers=workers.addresses,
+                         client_state_storage=storage,
+                         **overrides)
 
         def kill_after_round_1(line):
           if line.startswith('round 1 '):
@@ -140,7 +169,9 @@ class FaultsTest(tf.test.TestCase):
         self.assertIn('Resuming from the checkpoint after round 1.', lines)
         self.assertEqual(_csv_rounds(output_dir), [0, 1, 2, 3, 4])  # 4: the final evaluation.
         for name, result in local['final_eval'].items():
-          self.assertAllClose(resumed['final_eval'][name], result, rtol=1e-5,
+          self.assertAllClose(resumed['final_eval'][name],
+                              result,
+                              rtol=1e-5,
                               msg=f'{storage} {name}')
         flare_dir = pathlib.Path(output_dir) / 'client_states' / 'flare'
         self.assertLen([p for p in flare_dir.iterdir() if p.is_dir()], 6)  # One per client.
@@ -153,7 +184,9 @@ class FaultsTest(tf.test.TestCase):
     # nothing; without the probe the round waits forever.
     output_dir = os.path.join(self.get_temp_dir(), 'remote')
     with worker.LoopbackWorkers(2) as workers:
-      config = _config(output_dir, execution='remote', workers=workers.addresses,
+      config = _config(output_dir,
+                       execution='remote',
+                       workers=workers.addresses,
                        algorithms=('ec',))
 
       stopped = []
@@ -181,7 +214,7 @@ class FaultsTest(tf.test.TestCase):
     base = self.get_temp_dir()
     overrides = dict(algorithms=('ec',), rounds=2)
     local = runner.run_experiment(_config(os.path.join(base, 'local'), **overrides),
-                                      log=lambda _: None)
+                                  log=lambda _: None)
     with worker.LoopbackWorkers(2) as workers:
       restarted, finished = threading.Event(), threading.Event()
 
@@ -196,8 +229,10 @@ class FaultsTest(tf.test.TestCase):
           workers.kill(1)
           threading.Thread(target=restart_later, daemon=True).start()
 
-      config = _config(os.path.join(base, 'remote'), execution='remote',
-                       workers=workers.addresses, **dict(overrides, worker_timeout_s=120.0))
+      config = _config(os.path.join(base, 'remote'),
+                       execution='remote',
+                       workers=workers.addresses,
+                       **dict(overrides, worker_timeout_s=120.0))
       result = runner.run_experiment(config, log=kill_after_round_0)
       self.assertTrue(restarted.is_set())
       workers.stop()
@@ -206,12 +241,16 @@ class FaultsTest(tf.test.TestCase):
 
   def test_binary_names_a_worker_that_is_down(self):
     port = portpicker.pick_unused_port()
-    result = subprocess.run(
-        [sys.executable, '-m', 'experiments.run_experiment', '--rounds=1',
-         f'--output_dir={self.get_temp_dir()}', '--execution=remote',
-         f'--workers=localhost:{port}', '--worker_timeout_s=1'],
-        capture_output=True, text=True, timeout=300, check=False,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+    result = subprocess.run([
+        sys.executable, '-m', 'experiments.run_experiment', '--rounds=1',
+        f'--output_dir={self.get_temp_dir()}', '--execution=remote', f'--workers=localhost:{port}',
+        '--worker_timeout_s=1'
+    ],
+                            capture_output=True,
+                            text=True,
+                            timeout=300,
+                            check=False,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
     self.assertEqual(result.returncode, 3, result.stderr[-2000:])
     self.assertIn(f'TFF worker localhost:{port}: no worker answers', result.stderr)
     self.assertIn(f'python -m experiments.worker --port={port}', result.stderr)
@@ -219,18 +258,26 @@ class FaultsTest(tf.test.TestCase):
   def test_labels_the_model_has_no_class_for_are_one_line_on_a_worker(self):
     # The same line as in this process (test_runner): here TF's error reaches the driver as
     # TFF's gRPC error from the worker.
-    data = {f'c{i}': tiny_models.dataset_from_arrays(
-        np.ones((8, 4), np.float32), np.full((8, 1), 7, np.int32), 4) for i in range(3)}
+    data = {
+        f'c{i}': tiny_models.dataset_from_arrays(np.ones((8, 4), np.float32),
+                                                 np.full((8, 1), 7, np.int32), 4) for i in range(3)
+    }
     with worker.LoopbackWorkers(1) as workers:
       for execution in ('local', 'remote'):  # TFF's runtime here, and on a worker.
-        process = ec.build_ec(tiny_models.SOFTMAX_MODEL_FN, keep_percent=5.0,
+        process = ec.build_ec(tiny_models.SOFTMAX_MODEL_FN,
+                              keep_percent=5.0,
                               client_optimizer=tff.learning.optimizers.build_sgdm(0.1))
         with self.assertRaisesRegex(config_lib.ConfigError, r'^The model cannot run on the '
                                     r'data \(round 0\): Received a label value of 7 which is '
                                     r'outside the valid range of \[0, 3\)\.  Label values: '
-                                    r'7 7 7 7$', msg=execution):
-          runner.simulate({'ec': process}, data, rounds=2, client_threads=1,
-                          execution=execution, log=lambda _: None,
+                                    r'7 7 7 7$',
+                                    msg=execution):
+          runner.simulate({'ec': process},
+                          data,
+                          rounds=2,
+                          client_threads=1,
+                          execution=execution,
+                          log=lambda _: None,
                           **(dict(workers=workers.addresses, worker_timeout_s=30)
                              if execution == 'remote' else {}))
     self.assertEmpty(_worker_pids(workers.addresses))
@@ -240,19 +287,19 @@ class BadInputTest(tf.test.TestCase):
 
   def test_bad_worker_lists(self):
     for workers, message in (('', 'at least one worker'), ('localhost', 'not host:port'),
-                             ('h:0', 'not host:port'), ('h:99999', 'not host:port'),
-                             ('h:1,h:1', 'repeat')):
+                             ('h:0', 'not host:port'), ('h:99999', 'not host:port'), ('h:1,h:1',
+                                                                                      'repeat')):
       with self.assertRaisesRegex(ValueError, message, msg=workers):
         remote.parse_workers(workers)
     self.assertEqual(remote.parse_workers('a:1, b:2'), ['a:1', 'b:2'])
 
   def test_experiment_rejects_inconsistent_execution(self):
-    for overrides, message in (
-        (dict(execution='cluster'), 'Unknown execution'),
-        (dict(workers=('h:1',)), 'execution is inprocess'),
-        (dict(workers=('h:1',), execution='local'), 'execution is local'),
-        (dict(execution='remote'), 'at least one worker'),
-        (dict(execution='remote', workers=('h:1',), worker_timeout_s=0), 'worker timeout')):
+    for overrides, message in ((dict(execution='cluster'), 'Unknown execution'),
+                               (dict(workers=('h:1',)), 'execution is inprocess'),
+                               (dict(workers=('h:1',), execution='local'), 'execution is local'),
+                               (dict(execution='remote'), 'at least one worker'),
+                               (dict(execution='remote', workers=('h:1',),
+                                     worker_timeout_s=0), 'worker timeout')):
       with self.assertRaisesRegex(config_lib.ConfigError, message):
         config_lib.validate(_config(self.get_temp_dir(), **overrides))
 

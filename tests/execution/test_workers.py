@@ -16,8 +16,10 @@ from tff_flare.execution import workers as worker
 
 
 def _pids_on(port):
-  return [pid for pid in cleanup.local_worker_pids()
-          if f'--port={port} ' in cleanup.command_line(pid) + ' ']
+  return [
+      pid for pid in cleanup.local_worker_pids()
+      if f'--port={port} ' in cleanup.command_line(pid) + ' '
+  ]
 
 
 class WorkerCommandTest(tf.test.TestCase):
@@ -25,7 +27,8 @@ class WorkerCommandTest(tf.test.TestCase):
   def test_command_serves_tff_and_stops_on_sigterm(self):
     port = portpicker.pick_unused_port()
     process = subprocess.Popen([sys.executable, '-m', 'experiments.worker', f'--port={port}'],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
     try:
       self.assertTrue(worker.wait_until_serving(f'localhost:{port}', timeout_s=120))
       # The command became TFF's worker binary (exec), so the signal reaches it directly.
@@ -39,7 +42,6 @@ class WorkerCommandTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, r'port must be in \[1, 65535\]'):
       worker.worker_command(0)
 
-
   def test_a_port_another_server_holds_is_refused(self):
     # gRPC listens with SO_REUSEPORT: a second worker would serve beside the first one.
     with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as held:
@@ -49,9 +51,12 @@ class WorkerCommandTest(tf.test.TestCase):
       port = held.getsockname()[1]
       self.assertTrue(worker.port_in_use(port))
       result = subprocess.run([sys.executable, '-m', 'experiments.worker', f'--port={port}'],
-                              capture_output=True, text=True, timeout=120)
+                              capture_output=True,
+                              text=True,
+                              timeout=120)
     self.assertEqual(result.returncode, 2, result.stderr)
-    self.assertRegex(result.stderr.strip().splitlines()[-1], r'^error: Port \d+ is in use on this machine')
+    self.assertRegex(result.stderr.strip().splitlines()[-1],
+                     r'^error: Port \d+ is in use on this machine')
     self.assertNotIn('Starting', result.stdout)
     self.assertFalse(worker.port_in_use(port))
 
@@ -96,8 +101,7 @@ class LoopbackWorkersTest(tf.test.TestCase):
           workers.start()
           (address,) = workers.addresses
           self.assertNotEqual(address, f'localhost:{port}')
-          self.assertFalse(worker.others_listen_on(int(address.rpartition(':')[2]),
-                                                   workers.pid(0)))
+          self.assertFalse(worker.others_listen_on(int(address.rpartition(':')[2]), workers.pid(0)))
           self.assertTrue(worker.wait_until_serving(address, timeout_s=1))
           self.assertEmpty(_pids_on(port))
         finally:
@@ -109,8 +113,9 @@ class LoopbackWorkersTest(tf.test.TestCase):
       with mock.patch.object(worker.portpicker, 'pick_unused_port', return_value=port), \
            mock.patch.object(worker, 'port_in_use', return_value=False):
         workers = worker.LoopbackWorkers(1)
-        with self.assertRaisesRegex(RuntimeError, f'localhost:{port} served on a port another '
-                                    'process listens on too, 3 times'):
+        with self.assertRaisesRegex(
+            RuntimeError, f'localhost:{port} served on a port another '
+            'process listens on too, 3 times'):
           workers.start()
       self.assertEmpty(_pids_on(port))
 

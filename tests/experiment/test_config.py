@@ -15,7 +15,8 @@ def _config(output_dir, **overrides):
 class ValidateTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ('unknown_algorithm', dict(algorithms=('flare', 'fedsgd')), r"Unknown algorithms \['fedsgd'\]"),
+      ('unknown_algorithm', dict(algorithms=('flare', 'fedsgd')),
+       r"Unknown algorithms \['fedsgd'\]"),
       ('repeated_algorithm', dict(algorithms=('ec', 'ec')), 'named twice'),
       ('unknown_task', dict(task='mnist_resnet'), 'Unknown task'),
       ('nan_learning_rate', dict(learning_rate=float('nan')), 'learning_rate must be a finite'),
@@ -25,7 +26,8 @@ class ValidateTest(tf.test.TestCase, parameterized.TestCase):
       ('momentum_one', dict(momentum=1.0), r'momentum must be in \[0, 1\)'),
       ('keep_percent', dict(keep_percent=0.0), r'keep_percent must be in \(0, 100\]'),
       ('tau_decay', dict(tau_decay=0.0), 'tau_decay'),
-      ('topk_rule', dict(topk_rule='per_tensor'), 'topk_rule must be one of authors, exact, global'),
+      ('topk_rule', dict(topk_rule='per_tensor'),
+       'topk_rule must be one of authors, exact, global'),
       ('percentile', dict(mask_percentile=101.0), 'mask_percentile'),
       ('reg_steps_word', dict(reg_steps='often'), 'reg_steps'),
       ('keep_probability', dict(keep_probability=1.5), 'keep probability q'),
@@ -43,11 +45,11 @@ class ValidateTest(tf.test.TestCase, parameterized.TestCase):
       ('execution', dict(execution='cluster'), 'Unknown execution'),
       ('model_aggregator', dict(model_aggregator='median'), 'Unknown model aggregator'),
       ('clipping_without_norm', dict(model_aggregator='clipping'), 'needs aggregator_norm'),
-      ('zeroing_zero_norm', dict(model_aggregator='zeroing', aggregator_norm=0.0),
-       'needs aggregator_norm'),
+      ('zeroing_zero_norm', dict(model_aggregator='zeroing',
+                                 aggregator_norm=0.0), 'needs aggregator_norm'),
       ('norm_without_clipping', dict(aggregator_norm=1.0), 'applies to model_aggregator=clip'),
-      ('factory_for_ef21', dict(algorithms=('ec', 'ef21'), model_aggregator='tff_mean'),
-       'ef21 aggregate.s. their own way'),
+      ('factory_for_ef21', dict(algorithms=('ec', 'ef21'),
+                                model_aggregator='tff_mean'), 'ef21 aggregate.s. their own way'),
       ('workers_without_remote', dict(workers=('h:1',)), 'execution is inprocess'),
       ('threads', dict(execution='inprocess', client_threads=0), 'client threads'),
       # Zero used to mean "the task's default" silently (issue 19).
@@ -65,8 +67,8 @@ class ValidateTest(tf.test.TestCase, parameterized.TestCase):
       ('huge_learning_rate', dict(learning_rate=1e39), r'learning_rate must be .* float32'),
       ('subnormal_learning_rate', dict(learning_rate=1e-45), r'learning_rate must be .*1\.2e-38'),
       ('subnormal_tau', dict(tau=1e-40), r'tau must be .* float32'),
-      ('huge_qsgd_levels', dict(algorithms=('qsgd_ef',), qsgd_levels=10**39),
-       r'qsgd_levels must be an int in \[-2\^31, 2\^31\)'),
+      ('huge_qsgd_levels', dict(algorithms=('qsgd_ef',), qsgd_levels=10**
+                                39), r'qsgd_levels must be an int in \[-2\^31, 2\^31\)'),
       ('huge_rounds', dict(rounds=2**31), r'rounds must be an int in \[-2\^31, 2\^31\)'),
       ('huge_epochs', dict(local_epochs=2**40), 'local_epochs must be an int in'),
       ('huge_worker_timeout', dict(worker_timeout_s=1e308),
@@ -76,27 +78,31 @@ class ValidateTest(tf.test.TestCase, parameterized.TestCase):
       ('double_softmax_elsewhere', dict(double_softmax=False),
        'digits_demo does not take double_softmax'),
       # Options a task would ignore (issue 19: the rest of the kind of digits' partition).
-      ('partition_of_the_play', dict(task='shakespeare_gru', partition='iid'),
-       'shakespeare_gru does not take partition'),
-      ('batch_of_the_play', dict(task='shakespeare_gru', batch_size=16),
-       'shakespeare_gru does not take batch_size'),
+      ('partition_of_the_play', dict(task='shakespeare_gru',
+                                     partition='iid'), 'shakespeare_gru does not take partition'),
+      ('batch_of_the_play', dict(task='shakespeare_gru',
+                                 batch_size=16), 'shakespeare_gru does not take batch_size'),
       ('alpha_without_dirichlet', dict(task='mnist_cnn', partition='iid', alpha=0.5),
        r'alpha applies to partition=dirichlet only \(partition is iid\)'),
-      ('ratio_without_skew', dict(task='mnist_cnn', ratio=10.0),
-       'ratio applies to partition=quantity_skew only'),
-      ('text_evaluation_of_images', dict(task='mnist_cnn', text_evaluation='full'),
-       'mnist_cnn does not take text_evaluation'))
+      ('ratio_without_skew', dict(task='mnist_cnn',
+                                  ratio=10.0), 'ratio applies to partition=quantity_skew only'),
+      ('text_evaluation_of_images', dict(
+          task='mnist_cnn', text_evaluation='full'), 'mnist_cnn does not take text_evaluation'))
   def test_bad_values_are_one_clear_error(self, overrides, message):
     with self.assertRaisesRegex(config_lib.ConfigError, message):
       config_lib.validate(_config(self.get_temp_dir(), **overrides))
 
   def test_defaults_and_authors_settings_are_valid(self):
     config_lib.validate(_config(self.get_temp_dir()))
-    config_lib.validate(_config(self.get_temp_dir(), task='mnist_cnn', clients_per_round=3,
-                                client_sampling='python_random', reg_steps='all',
-                                algorithms=('flare', 'ec', 'ef21_dense', 'ec_ffl')))
-    config_lib.validate(_config(self.get_temp_dir(), task='mnist_cnn', double_softmax=False,
-                                model_seed=3))
+    config_lib.validate(
+        _config(self.get_temp_dir(),
+                task='mnist_cnn',
+                clients_per_round=3,
+                client_sampling='python_random',
+                reg_steps='all',
+                algorithms=('flare', 'ec', 'ef21_dense', 'ec_ffl')))
+    config_lib.validate(
+        _config(self.get_temp_dir(), task='mnist_cnn', double_softmax=False, model_seed=3))
 
   def test_unwritable_output_dir(self):
     blocker = os.path.join(self.get_temp_dir(), 'a_file')
@@ -120,19 +126,27 @@ class CompareForResumeTest(tf.test.TestCase):
   def test_rounds_evaluation_checkpoints_and_execution_may_change(self):
     recorded = config_lib.as_dict(_config('out', rounds=10))
     changed = config_lib.compare_for_resume(
-        recorded, _config('out', rounds=30, eval_every=5, checkpoint_every=2,
-                          execution='local', client_threads=2))
-    self.assertEqual(changed, dict(rounds=[10, 30], eval_every=[10, 5],
-                                   checkpoint_every=[10, 2], execution=['inprocess', 'local'],
-                                   client_threads=[None, 2]))
+        recorded,
+        _config('out',
+                rounds=30,
+                eval_every=5,
+                checkpoint_every=2,
+                execution='local',
+                client_threads=2))
+    self.assertEqual(
+        changed,
+        dict(rounds=[10, 30],
+             eval_every=[10, 5],
+             checkpoint_every=[10, 2],
+             execution=['inprocess', 'local'],
+             client_threads=[None, 2]))
     self.assertEqual(config_lib.compare_for_resume(recorded, _config('out', rounds=10)), {})
 
   def test_the_model_seed_and_the_fixed_cnn_are_results_changing(self):
     recorded = config_lib.as_dict(_config('out', task='mnist_cnn'))
     for field, value in (('model_seed', 1), ('double_softmax', False)):
       with self.assertRaisesRegex(config_lib.ConfigError, f'{field}: None then, {value} now'):
-        config_lib.compare_for_resume(recorded, _config('out', task='mnist_cnn',
-                                                        **{field: value}))
+        config_lib.compare_for_resume(recorded, _config('out', task='mnist_cnn', **{field: value}))
     # A run recorded before these fields existed resumes with their defaults.
     old = {k: v for k, v in recorded.items() if k not in ('model_seed', 'double_softmax')}
     self.assertEqual(config_lib.compare_for_resume(old, _config('out', task='mnist_cnn')), {})
@@ -141,8 +155,8 @@ class CompareForResumeTest(tf.test.TestCase):
     # E repeats every client's data whatever trains, though only EC-FFL declares the knob.
     recorded = config_lib.as_dict(_config('out', algorithms=('flare', 'fedavg')))
     with self.assertRaisesRegex(config_lib.ConfigError, 'local_epochs: 1 then, 3 now'):
-      config_lib.compare_for_resume(recorded, _config('out', algorithms=('flare', 'fedavg'),
-                                                      local_epochs=3))
+      config_lib.compare_for_resume(recorded,
+                                    _config('out', algorithms=('flare', 'fedavg'), local_epochs=3))
 
   def test_the_topk_rule_is_results_changing_and_defaults_to_the_authors(self):
     recorded = config_lib.as_dict(_config('out'))
@@ -155,12 +169,16 @@ class CompareForResumeTest(tf.test.TestCase):
 
   def test_masking_weighted_by_its_old_knob_resumes_only_so_weighted(self):
     masked = dict(algorithms=('mask_none',))
-    old = {k: v for k, v in config_lib.as_dict(_config('out', **masked)).items()
-           if k != 'client_weighting'}
+    old = {
+        k: v
+        for k, v in config_lib.as_dict(_config('out', **masked)).items()
+        if k != 'client_weighting'
+    }
     for weighting in ('uniform', 'num_examples'):
       recorded = dict(old, mask_weighting=weighting)
-      self.assertEqual(config_lib.compare_for_resume(
-          recorded, _config('out', client_weighting=weighting, **masked)), {})
+      self.assertEqual(
+          config_lib.compare_for_resume(recorded,
+                                        _config('out', client_weighting=weighting, **masked)), {})
     with self.assertRaisesRegex(config_lib.ConfigError,
                                 "client_weighting: 'num_examples' then, 'uniform' now"):
       config_lib.compare_for_resume(dict(old, mask_weighting='num_examples'),

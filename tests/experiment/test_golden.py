@@ -41,8 +41,9 @@ from tff_flare.simulation import evaluation
 from tff_flare.tasks import data_sources
 from tff_flare.tasks import models
 
-SHARED = pathlib.Path(os.environ.get(
-    'TFF_FLARE_SHARED', pathlib.Path(__file__).resolve().parents[3] / 'shared'))
+SHARED = pathlib.Path(
+    os.environ.get('TFF_FLARE_SHARED',
+                   pathlib.Path(__file__).resolve().parents[3] / 'shared'))
 GOLDEN = SHARED / 'golden' / 'authors_cnn_3of10_rounds0-40.json'
 MNIST = SHARED / 'datasets' / 'mnist.npz'
 # Our algorithm names for theirs.
@@ -54,31 +55,52 @@ ROUNDS = int(os.environ.get('TFF_FLARE_GOLDEN_ROUNDS', '30'))
 # In-process the tolerance is 5x tighter: EC and EF21 are apart from round 10 (1.1e-5, 3.4e-5
 # at round 20 > 1e-5), so the first three evaluations suffice (unless asked for more).
 IN_PROCESS_ROUNDS = 20 if 'TFF_FLARE_GOLDEN_ROUNDS' not in os.environ else ROUNDS
-RETRACED = {'inprocess': (tuple(ALGORITHMS), min(ROUNDS, IN_PROCESS_ROUNDS)),
-            'local': (('flare', 'ec', 'ef21_dense'), ROUNDS)}
+RETRACED = {
+    'inprocess': (tuple(ALGORITHMS), min(ROUNDS, IN_PROCESS_ROUNDS)),
+    'local': (('flare', 'ec', 'ef21_dense'), ROUNDS)
+}
 
 
-def golden_config(output_dir: str, execution: str, algorithms=tuple(ALGORITHMS),
+def golden_config(output_dir: str,
+                  execution: str,
+                  algorithms=tuple(ALGORITHMS),
                   rounds: int = 40) -> config_lib.ExperimentConfig:
   """The authors' configuration of the golden run (the file's `config`; `rounds` <= 40)."""
-  return config_lib.ExperimentConfig(
-      output_dir=output_dir, task='mnist_cnn', algorithms=tuple(algorithms), rounds=rounds,
-      clients_per_round=3, client_sampling='python_random', seed=0, keep_percent=0.001,
-      tau=0.05, tau_decay=1.1, mask_percentile=50.0, reg_steps=1, local_epochs=1,
-      batch_size=600, learning_rate=0.215, momentum=0.99, eval_every=10, checkpoint_every=rounds,
-      source='npz', data_path=str(MNIST), execution=execution)
+  return config_lib.ExperimentConfig(output_dir=output_dir,
+                                     task='mnist_cnn',
+                                     algorithms=tuple(algorithms),
+                                     rounds=rounds,
+                                     clients_per_round=3,
+                                     client_sampling='python_random',
+                                     seed=0,
+                                     keep_percent=0.001,
+                                     tau=0.05,
+                                     tau_decay=1.1,
+                                     mask_percentile=50.0,
+                                     reg_steps=1,
+                                     local_epochs=1,
+                                     batch_size=600,
+                                     learning_rate=0.215,
+                                     momentum=0.99,
+                                     eval_every=10,
+                                     checkpoint_every=rounds,
+                                     source='npz',
+                                     data_path=str(MNIST),
+                                     execution=execution)
 
 
-def our_evaluations(output_dir: pathlib.Path,
-                    algorithms=tuple(ALGORITHMS)) -> dict[str, list[tuple[int, float, float]]]:
+def our_evaluations(
+    output_dir: pathlib.Path, algorithms=tuple(ALGORITHMS)
+) -> dict[str, list[tuple[int, float, float]]]:
   """`{algorithm: [(after_round, loss, accuracy), ...]}` from a run's metrics.csv."""
   import csv  # pylint: disable=g-import-not-at-top
   with open(output_dir / 'metrics.csv', newline='') as f:
     rows = list(csv.DictReader(f))
-  return {name: [(int(r['round']), float(r[f'{name}/eval/loss']),
-                  float(r[f'{name}/eval/accuracy']))
-                 for r in rows if r.get(f'{name}/eval/loss', '')]
-          for name in algorithms}
+  return {
+      name: [(int(r['round']), float(r[f'{name}/eval/loss']), float(r[f'{name}/eval/accuracy']))
+             for r in rows
+             if r.get(f'{name}/eval/loss', '')] for name in algorithms
+  }
 
 
 def _need_shared(test: tf.test.TestCase) -> None:
@@ -106,14 +128,20 @@ class GoldenRetraceTest(tf.test.TestCase):
       for (after, loss, accuracy), expected in zip(ours[name], theirs):
         largest_loss = max(largest_loss, abs(loss - expected['loss']))
         largest_accuracy = max(largest_accuracy, abs(accuracy - expected['accuracy']))
-        self.assertAllClose(loss, expected['loss'], rtol=0, atol=loss_tolerance,
+        self.assertAllClose(loss,
+                            expected['loss'],
+                            rtol=0,
+                            atol=loss_tolerance,
                             msg=f'{execution} {name} after {after}')
-        self.assertAllClose(accuracy, expected['accuracy'], rtol=0, atol=accuracy_tolerance,
+        self.assertAllClose(accuracy,
+                            expected['accuracy'],
+                            rtol=0,
+                            atol=accuracy_tolerance,
                             msg=f'{execution} {name} after {after}')
     # EC and EF21 told apart wherever the authors' code tells them apart.
     told_apart = 0
-    for i, (ec, ef21) in enumerate(zip(golden['evaluations']['ec'],
-                                       golden['evaluations']['ef21_dense_state'])):
+    for i, (ec, ef21) in enumerate(
+        zip(golden['evaluations']['ec'], golden['evaluations']['ef21_dense_state'])):
       if ec['after_round'] > rounds:
         break
       if abs(ec['loss'] - ef21['loss']) > loss_tolerance:  # A swap would fail the bound.
@@ -139,15 +167,15 @@ class InitialModelTest(tf.test.TestCase):
   def test_initial_loss_and_accuracy(self):
     _need_shared(self)
     arrays = data_sources.load_images('mnist', 'npz', str(MNIST))
-    test = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-        x=arrays.x_test.astype(np.float32) / 255.0,
-        y=arrays.y_test.astype(np.int32).reshape(-1, 1))).batch(600)
+    test = tf.data.Dataset.from_tensor_slices(
+        collections.OrderedDict(x=arrays.x_test.astype(np.float32) / 255.0,
+                                y=arrays.y_test.astype(np.int32).reshape(-1, 1))).batch(600)
     # 'per_layer' (kernel i seeded with i) is measured here, not the spec's 2.30217 / 0.0766
     # for "kernel i with seed i" (docs/faithfulness.md Q6): their draw is not ours.
-    for kernel_seeds, loss, accuracy in (('shared', 2.3013, 0.1011),
-                                         ('per_layer', 2.30266, None)):
-      model_fn = models.tff_model_fn(lambda: models.mnist_cnn(kernel_seeds),  # noqa: B023 (called in this iteration)
-                                     (28, 28, 1))
+    for kernel_seeds, loss, accuracy in (('shared', 2.3013, 0.1011), ('per_layer', 2.30266, None)):
+      model_fn = models.tff_model_fn(
+          lambda: models.mnist_cnn(kernel_seeds),  # noqa: B023 (called in this iteration)
+          (28, 28, 1))
       model = model_fn()
       result = evaluation.build_evaluate_fn(model_fn, test)(
           tff.learning.models.ModelWeights.from_model(model))
@@ -156,7 +184,8 @@ class InitialModelTest(tf.test.TestCase):
       print(f'initial CNN ({kernel_seeds} kernel seeds): loss {result["loss"]:.5f}, '
             f'accuracy {result["accuracy"]:.4f}')
       if accuracy is not None:
-        self.assertEqual(round(result['accuracy'] * 10_000), round(accuracy * 10_000),
+        self.assertEqual(round(result['accuracy'] * 10_000),
+                         round(accuracy * 10_000),
                          msg=kernel_seeds)
 
 

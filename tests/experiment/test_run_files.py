@@ -24,9 +24,10 @@ class ReadTest(tf.test.TestCase):
     self.base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
 
   def test_curves_rounds_and_rates(self):
-    run = synthetic_runs.write_run(self.base / 'a', {'flare': lambda r: r / 100,
-                                                     'ec': _constant(0.1)}, _CONFIG, 20,
-                                   range(0, 21, 10))
+    run = synthetic_runs.write_run(self.base / 'a', {
+        'flare': lambda r: r / 100,
+        'ec': _constant(0.1)
+    }, _CONFIG, 20, range(0, 21, 10))
     curves = run_files.curves(run)
     self.assertEqual(sorted(curves), ['ec', 'flare'])
     self.assertEqual(curves['flare'].round, (0, 10, 20))
@@ -37,8 +38,7 @@ class ReadTest(tf.test.TestCase):
     self.assertEqual(run_files.seconds_per_round(run), 1.0)  # Two algorithms, 0.5 s each.
 
   def test_a_cut_last_row_is_left_out_and_damage_is_refused(self):
-    run = synthetic_runs.write_run(self.base / 'a', {'flare': _constant(0.27)}, _CONFIG, 3,
-                                   (0, 3))
+    run = synthetic_runs.write_run(self.base / 'a', {'flare': _constant(0.27)}, _CONFIG, 3, (0, 3))
     text = (run / 'metrics.csv').read_text()
     (run / 'metrics.csv').write_text(text[:-8])  # Killed while appending the last row.
     self.assertEqual([r['round'] for r in run_files.rows(run)], [0, 1, 2])
@@ -51,11 +51,11 @@ class ReadTest(tf.test.TestCase):
     with self.assertRaisesRegex(run_files.RunFileError, 'line 3: 2 cells where the header has'):
       run_files.rows(run)
     # A round repeated, out of order, or not a whole number is refused, not read.
-    for edited, message in (
-        (lines[:3] + [lines[2]] + lines[3:], 'line 4: round 1 follows round 1'),
-        (lines[:2] + [lines[3], lines[2]] + lines[4:], 'line 4: round 1 follows round 2'),
-        (lines[:2] + [lines[2].replace('1,', '1.5,', 1)] + lines[3:],
-         'line 3: round 1.5 is not a round number')):
+    for edited, message in ((lines[:3] + [lines[2]] + lines[3:], 'line 4: round 1 follows round 1'),
+                            (lines[:2] + [lines[3], lines[2]] + lines[4:],
+                             'line 4: round 1 follows round 2'),
+                            (lines[:2] + [lines[2].replace('1,', '1.5,', 1)] + lines[3:],
+                             'line 3: round 1.5 is not a round number')):
       (run / 'metrics.csv').write_text(''.join(edited))
       with self.assertRaisesRegex(run_files.RunFileError, message):
         run_files.rows(run)
@@ -71,14 +71,14 @@ class ReadTest(tf.test.TestCase):
     self.assertFalse(run_files.has_curves(self.base / 'header'))
 
   def test_a_run_file_that_is_a_pipe_is_refused_not_waited_on(self):
-    run = synthetic_runs.write_run(self.base / 'a', {'flare': _constant(0.27)}, _CONFIG, 3,
-                                   (0, 3))
+    run = synthetic_runs.write_run(self.base / 'a', {'flare': _constant(0.27)}, _CONFIG, 3, (0, 3))
     for name, read in (('metrics.csv', run_files.rows), ('config.json', run_files.config),
                        ('config.json', run_files.code), ('summary.json', run_files.summary)):
       (run / name).unlink(missing_ok=True)
       os.mkfifo(run / name)
       with self.assertRaisesRegex(run_files.RunFileError, f'{name} is a pipe, a socket or a '
-                                  'device', msg=read.__name__):
+                                  'device',
+                                  msg=read.__name__):
         read(run)
       (run / name).unlink()
 

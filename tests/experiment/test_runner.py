@@ -24,9 +24,14 @@ from tff_flare.simulation import hooks
 
 
 def _config(output_dir, **overrides):
-  values = dict(output_dir=str(output_dir), task='digits_demo',
-                algorithms=('flare', 'ef21', 'fedavg'), rounds=3, clients_per_round=3,
-                eval_every=2, checkpoint_every=1, execution='inprocess')
+  values = dict(output_dir=str(output_dir),
+                task='digits_demo',
+                algorithms=('flare', 'ef21', 'fedavg'),
+                rounds=3,
+                clients_per_round=3,
+                eval_every=2,
+                checkpoint_every=1,
+                execution='inprocess')
   values.update(overrides)
   return config_lib.ExperimentConfig(**values)
 
@@ -40,9 +45,14 @@ def _run(config):
 class CodeVersionTest(tf.test.TestCase):
 
   def _git(self, root, *args):
-    subprocess.run(['git', '-C', str(root), *args], check=True, capture_output=True,
-                   env=dict(os.environ, GIT_AUTHOR_NAME='t', GIT_AUTHOR_EMAIL='t@t',
-                            GIT_COMMITTER_NAME='t', GIT_COMMITTER_EMAIL='t@t'))
+    subprocess.run(['git', '-C', str(root), *args],
+                   check=True,
+                   capture_output=True,
+                   env=dict(os.environ,
+                            GIT_AUTHOR_NAME='t',
+                            GIT_AUTHOR_EMAIL='t@t',
+                            GIT_COMMITTER_NAME='t',
+                            GIT_COMMITTER_EMAIL='t@t'))
 
   def test_commit_and_dirty_code_but_not_results(self):
     root = pathlib.Path(self.get_temp_dir()) / 'checkout'
@@ -64,15 +74,19 @@ class CodeVersionTest(tf.test.TestCase):
 
   def test_each_piece_of_other_code_is_recorded_with_its_first_round(self):
     output = pathlib.Path(self.get_temp_dir()) / 'run'
-    versions = [dict(commit='a' * 40, dirty=False), dict(commit='a' * 40, dirty=False),
-                dict(commit='b' * 40, dirty=True)]
+    versions = [
+        dict(commit='a' * 40, dirty=False),
+        dict(commit='a' * 40, dirty=False),
+        dict(commit='b' * 40, dirty=True)
+    ]
     summaries = []
     for rounds, version in zip((1, 2, 3), versions):
       with mock.patch.object(runner, 'code_version', return_value=version):
-        summaries.append(_run(_config(output, rounds=rounds,
-                                      algorithms=('fedavg',)))[0])
-    expected = [dict(commit='a' * 40, dirty=False, from_round=0),
-                dict(commit='b' * 40, dirty=True, from_round=2)]
+        summaries.append(_run(_config(output, rounds=rounds, algorithms=('fedavg',)))[0])
+    expected = [
+        dict(commit='a' * 40, dirty=False, from_round=0),
+        dict(commit='b' * 40, dirty=True, from_round=2)
+    ]
     self.assertEqual(json.loads((output / 'config.json').read_text())['code'], expected)
     self.assertEqual(summaries[-1]['code'], expected)
 
@@ -83,9 +97,9 @@ class ResumeTest(tf.test.TestCase):
     output = pathlib.Path(self.get_temp_dir()) / 'run'
     flare = dict(algorithms=('flare',))
     _run(_config(output, rounds=2, **flare))
-    with self.assertRaisesRegex(config_lib.ConfigError,
-                                r'another configuration \(keep_percent: 0.001 then, 0.01 now; '
-                                r'tau: 0.05 then, 0.5 now\)'):
+    with self.assertRaisesRegex(
+        config_lib.ConfigError, r'another configuration \(keep_percent: 0.001 then, 0.01 now; '
+        r'tau: 0.05 then, 0.5 now\)'):
       _run(_config(output, rounds=4, tau=0.5, keep_percent=0.01, **flare))
     summary, lines = _run(_config(output, rounds=4, **flare))
     self.assertIn('Resuming from the checkpoint after round 1.', lines)
@@ -106,8 +120,8 @@ class ResumeTest(tf.test.TestCase):
       output = base / 'run'
       _run(_config(output, client_state_storage=storage, algorithms=algorithms))
       checkpoints = sorted(os.listdir(output / 'checkpoints'))
-      self.assertEqual(checkpoints, ['client_states_2', 'client_states_3', 'program_state_2',
-                                     'program_state_3'])
+      self.assertEqual(checkpoints,
+                       ['client_states_2', 'client_states_3', 'program_state_2', 'program_state_3'])
       # Lost: resume from the older (its client states left behind are written over).
       shutil.rmtree(output / 'checkpoints' / 'program_state_3')
       summary, lines = _run(_config(output, client_state_storage=storage, algorithms=algorithms))
@@ -119,8 +133,9 @@ class ResumeTest(tf.test.TestCase):
     whole, _ = _run(_config(base / 'whole', rounds=4))
     _run(_config(base / 'mixed', rounds=2, execution='local'))
     summary, lines = _run(_config(base / 'mixed', rounds=4))
-    self.assertIn("Resuming with changed settings: rounds 2 -> 4, execution 'local' -> "
-                  "'inprocess'", lines)
+    self.assertIn(
+        "Resuming with changed settings: rounds 2 -> 4, execution 'local' -> "
+        "'inprocess'", lines)
     for name, result in whole['final_eval'].items():
       self.assertAllClose(summary['final_eval'][name], result, rtol=1e-5, msg=name)
 
@@ -129,10 +144,10 @@ class ResumeTest(tf.test.TestCase):
     _run(_config(output, algorithms=('ec',), rounds=3))
     for path in (output / 'checkpoints' / 'program_state_3').rglob('*.pb'):
       path.write_bytes(b'garbage')
-    with self.assertRaisesRegex(config_lib.ConfigError,
-                                r'The checkpoint after round 2 cannot be restored .* Remove '
-                                r'.*program_state_3 and .*client_states_3 to resume from the '
-                                r'checkpoint after round 1\.'):
+    with self.assertRaisesRegex(
+        config_lib.ConfigError, r'The checkpoint after round 2 cannot be restored .* Remove '
+        r'.*program_state_3 and .*client_states_3 to resume from the '
+        r'checkpoint after round 1\.'):
       _run(_config(output, algorithms=('ec',), rounds=4))
 
 
@@ -145,8 +160,7 @@ class BadRunTest(tf.test.TestCase):
     for path, message in ((base / 'missing.npz', 'missing.npz does not exist'),
                           (corrupt, 'corrupt.npz is not an .npz archive')):
       with self.assertRaisesRegex(config_lib.ConfigError, message):
-        _run(_config(base / 'out' / 'nested', task='mnist_cnn', source='npz',
-                     data_path=str(path)))
+        _run(_config(base / 'out' / 'nested', task='mnist_cnn', source='npz', data_path=str(path)))
       self.assertFalse((base / 'out').exists())  # A refused run leaves no folder it made.
     kept = base / 'kept'
     kept.mkdir()
@@ -155,13 +169,18 @@ class BadRunTest(tf.test.TestCase):
     self.assertTrue(kept.is_dir())  # One that was there stays.
 
   def test_a_diverged_round_stops_the_run_unless_allowed(self):
-    config = _config(pathlib.Path(self.get_temp_dir()) / 'nan', algorithms=('fedavg',),
-                     learning_rate=1e30, rounds=4)
+    config = _config(pathlib.Path(self.get_temp_dir()) / 'nan',
+                     algorithms=('fedavg',),
+                     learning_rate=1e30,
+                     rounds=4)
     with self.assertRaisesRegex(hooks.NonFiniteRoundError,
                                 r'Round \d: every client of fedavg \(3\) returned non-finite'):
       _run(config)
-    config = _config(pathlib.Path(self.get_temp_dir()) / 'nan_allowed', algorithms=('fedavg',),
-                     learning_rate=1e30, rounds=4, allow_nonfinite_rounds=True)
+    config = _config(pathlib.Path(self.get_temp_dir()) / 'nan_allowed',
+                     algorithms=('fedavg',),
+                     learning_rate=1e30,
+                     rounds=4,
+                     allow_nonfinite_rounds=True)
     summary, _ = _run(config)
     self.assertEqual(summary['rounds'], 4)
 
@@ -170,7 +189,10 @@ class RefusedRunTest(tf.test.TestCase):
   """Runs that used to exit 0 with wrong or mixed results (issue 19), now refused up front."""
 
   def test_a_step_cap_trains_that_many_batches_a_round(self):
-    config = _config(self.get_temp_dir(), algorithms=('fedavg',), rounds=2, batch_size=8,
+    config = _config(self.get_temp_dir(),
+                     algorithms=('fedavg',),
+                     rounds=2,
+                     batch_size=8,
                      local_steps=3)
     _run(config)
     with open(os.path.join(config.output_dir, 'metrics.csv')) as f:
@@ -183,8 +205,9 @@ class RefusedRunTest(tf.test.TestCase):
     output = pathlib.Path(self.get_temp_dir()) / 'four'
     _run(_config(output, algorithms=('fedavg',), rounds=4, eval_every=1))
     rows_before = (output / 'metrics.csv').read_text()
-    with self.assertRaisesRegex(config_lib.ConfigError, r'checkpointed after 4 rounds; '
-                                r'--rounds=1 would end it before that'):
+    with self.assertRaisesRegex(
+        config_lib.ConfigError, r'checkpointed after 4 rounds; '
+        r'--rounds=1 would end it before that'):
       _run(_config(output, algorithms=('fedavg',), rounds=1, eval_every=1))
     self.assertEqual((output / 'metrics.csv').read_text(), rows_before)  # Untouched.
     self.assertEqual(json.loads((output / 'summary.json').read_text())['rounds'], 4)
@@ -247,8 +270,9 @@ class RefusedRunTest(tf.test.TestCase):
       output = base / f'pipe_{name.replace("/", "_")}'
       (output / name).parent.mkdir(parents=True)
       os.mkfifo(output / name)
-      with self.assertRaisesRegex(config_lib.ConfigError, f'{name} is a pipe, a socket or a '
-                                  'device: a run reads and writes only files'):
+      with self.assertRaisesRegex(
+          config_lib.ConfigError, f'{name} is a pipe, a socket or a '
+          'device: a run reads and writes only files'):
         _run(_config(output, algorithms=('fedavg',), rounds=1))
 
   def test_a_run_stopped_before_its_first_checkpoint_starts_again(self):
@@ -274,14 +298,18 @@ class RefusedRunTest(tf.test.TestCase):
 
     def mnist_like(path, seed):
       rng = np.random.default_rng(seed)
-      np.savez(path, x_train=rng.integers(0, 255, (100, 28, 28), np.uint8),
-               y_train=np.arange(100) % 10, x_test=rng.integers(0, 255, (20, 28, 28), np.uint8),
+      np.savez(path,
+               x_train=rng.integers(0, 255, (100, 28, 28), np.uint8),
+               y_train=np.arange(100) % 10,
+               x_test=rng.integers(0, 255, (20, 28, 28), np.uint8),
                y_test=np.arange(20) % 10)
 
     data = base / 'mnist.npz'
     mnist_like(data, 0)
     output = base / 'data_run'
-    settings = dict(task='mnist_logreg', source='npz', algorithms=('fedavg',),
+    settings = dict(task='mnist_logreg',
+                    source='npz',
+                    algorithms=('fedavg',),
                     clients_per_round=None)
     _run(_config(output, data_path=str(data), rounds=1, **settings))
     recorded = json.loads((output / 'config.json').read_text())['data']
@@ -290,8 +318,7 @@ class RefusedRunTest(tf.test.TestCase):
                                 rf'\(fingerprint {recorded} then'):
       _run(_config(output, data_path=str(data), rounds=2, **settings))
     mnist_like(base / 'moved.npz', 0)  # The same data elsewhere.
-    summary, lines = _run(_config(output, data_path=str(base / 'moved.npz'), rounds=2,
-                                  **settings))
+    summary, lines = _run(_config(output, data_path=str(base / 'moved.npz'), rounds=2, **settings))
     self.assertEqual(summary['data'], recorded)
     self.assertTrue(any('data_path' in line for line in lines if 'changed settings' in line))
 
@@ -305,8 +332,8 @@ class RefusedRunTest(tf.test.TestCase):
     base = pathlib.Path(self.get_temp_dir())
     whole, _ = _run(_config(base / 'whole', algorithms=('ec',), rounds=3))
     _run(_config(base / 'moved', algorithms=('ec',), rounds=2))
-    moved, lines = _run(_config(base / 'moved', algorithms=('ec',), rounds=3,
-                                client_state_storage='disk'))
+    moved, lines = _run(
+        _config(base / 'moved', algorithms=('ec',), rounds=3, client_state_storage='disk'))
     self.assertIn('Resuming from the checkpoint after round 1.', lines)
     self.assertAllClose(moved['final_eval']['ec'], whole['final_eval']['ec'], rtol=1e-6)
     with self.assertRaisesRegex(config_lib.ConfigError, 'resumes with client_state_storage=disk'):
@@ -317,24 +344,28 @@ class RefusedRunTest(tf.test.TestCase):
     # process, the driver reads and writes the same files: one run, as in memory.
     base = pathlib.Path(self.get_temp_dir())
     whole, _ = _run(_config(base / 'whole', algorithms=('ec',), rounds=3))
-    _run(_config(base / 'files', algorithms=('ec',), rounds=2, execution='local',
-                 client_state_storage='files'))
+    _run(
+        _config(base / 'files',
+                algorithms=('ec',),
+                rounds=2,
+                execution='local',
+                client_state_storage='files'))
     states = base / 'files' / 'client_states' / 'ec'
     self.assertNotEmpty(list(states.glob('*/g*_0.tensor')))
     self.assertEmpty(list(states.glob('*/*.npy')))
-    resumed, lines = _run(_config(base / 'files', algorithms=('ec',), rounds=3,
-                                  client_state_storage='files'))
+    resumed, lines = _run(
+        _config(base / 'files', algorithms=('ec',), rounds=3, client_state_storage='files'))
     self.assertIn('Resuming from the checkpoint after round 1.', lines)
     self.assertAllClose(resumed['final_eval']['ec'], whole['final_eval']['ec'], rtol=1e-6)
-    with self.assertRaisesRegex(config_lib.ConfigError,
-                                'resumes with client_state_storage=files'):
+    with self.assertRaisesRegex(config_lib.ConfigError, 'resumes with client_state_storage=files'):
       _run(_config(base / 'files', algorithms=('ec',), rounds=4, client_state_storage='disk'))
 
   def test_a_model_check_fails_before_anything_is_written(self):
     output = pathlib.Path(self.get_temp_dir()) / 'keep_all'
     # The authors' top-k rule cannot keep 100 % of a 10-entry bias (it needs the 12th largest).
-    with self.assertRaisesRegex(config_lib.ConfigError, r"flare: keep_percent=100.0 is too "
-                                r"large for .* the largest keep_percent this model takes is"):
+    with self.assertRaisesRegex(
+        config_lib.ConfigError, r"flare: keep_percent=100.0 is too "
+        r"large for .* the largest keep_percent this model takes is"):
       _run(_config(output, keep_percent=100.0))
     self.assertFalse((output / 'config.json').exists())
     summary, _ = _run(_config(output, keep_percent=50.0, rounds=1))  # The fixed retry runs.
@@ -342,8 +373,10 @@ class RefusedRunTest(tf.test.TestCase):
 
   def test_a_model_that_evaluates_non_finite_stops_the_run(self):
     # The clients' updates are finite; the model they make evaluates to NaN.
-    config = _config(pathlib.Path(self.get_temp_dir()) / 'huge', algorithms=('fedavg',),
-                     learning_rate=1e38, rounds=1)
+    config = _config(pathlib.Path(self.get_temp_dir()) / 'huge',
+                     algorithms=('fedavg',),
+                     learning_rate=1e38,
+                     rounds=1)
     with self.assertRaisesRegex(hooks.NonFiniteEvaluationError,
                                 r'The model of fedavg after 1 rounds evaluates to test loss nan'):
       _run(config)
@@ -355,12 +388,21 @@ class HyperparametersReachTheBuildersTest(tf.test.TestCase):
   registry -> builder), with values no default has, so a dropped or swapped one fails."""
 
   # Values no knob has by default, for the knobs there are (a new knob keeps its default).
-  VALUES = dict(keep_percent=0.37, tau=0.123, tau_decay=1.7, mask_percentile=33.0,
-                reg_steps=2, local_epochs=3, keep_probability=0.6, num_mask_draws=2,
-                tff_fedprox_strength=0.02, qsgd_levels=3, topk_rule='global')
+  VALUES = dict(keep_percent=0.37,
+                tau=0.123,
+                tau_decay=1.7,
+                mask_percentile=33.0,
+                reg_steps=2,
+                local_epochs=3,
+                keep_probability=0.6,
+                num_mask_draws=2,
+                tff_fedprox_strength=0.02,
+                qsgd_levels=3,
+                topk_rule='global')
   # Builder keywords named otherwise than their knob, and what rows fix themselves.
   RENAMED = dict(tff_fedprox_strength='proximal_strength')
-  FIXED = dict(ef21=dict(total_clients=7), ef21_dense=dict(dense_state_shortcut=True),
+  FIXED = dict(ef21=dict(total_clients=7),
+               ef21_dense=dict(dense_state_shortcut=True),
                mask_none=dict(mask_mode='none', seed=5),
                mask_independent=dict(mask_mode='independent'),
                mask_synchronized=dict(mask_mode='synchronized'))
@@ -368,14 +410,22 @@ class HyperparametersReachTheBuildersTest(tf.test.TestCase):
   def test_every_builder_gets_its_hyperparameters(self):
     from tff_flare.algorithms import registry  # pylint: disable=g-import-not-at-top
     values = {k: v for k, v in self.VALUES.items() if k in registry.KNOB_NAMES}
-    config = _config(self.get_temp_dir(), learning_rate=0.07, momentum=0.5, seed=5,
-                     num_clients=7, clients_per_round=3, **values)
+    config = _config(self.get_temp_dir(),
+                     learning_rate=0.07,
+                     momentum=0.5,
+                     seed=5,
+                     num_clients=7,
+                     clients_per_round=3,
+                     **values)
     task = runner.build_task(config)
     hparams = runner.hyperparameters(config, task)
     # Every builder of every algorithm module, recorded instead of run.
     builders = {}
-    modules = {getattr(registry, n) for n in dir(registry)
-               if isinstance(getattr(registry, n), types.ModuleType)}
+    modules = {
+        getattr(registry, n)
+        for n in dir(registry)
+        if isinstance(getattr(registry, n), types.ModuleType)
+    }
     for module in modules:
       for attribute in dir(module):
         if attribute.startswith('build_'):
@@ -401,7 +451,9 @@ class HyperparametersReachTheBuildersTest(tf.test.TestCase):
 class ModelAggregatorRunTest(tf.test.TestCase):
 
   def test_the_configured_factory_and_norm_reach_the_hyperparameters(self):
-    config = _config(self.get_temp_dir(), algorithms=('ec',), model_aggregator='clipping',
+    config = _config(self.get_temp_dir(),
+                     algorithms=('ec',),
+                     model_aggregator='clipping',
                      aggregator_norm=0.25)
     with mock.patch.object(runner.model_aggregators, 'build') as build:
       hparams = runner.hyperparameters(config, runner.build_task(config))
@@ -412,12 +464,18 @@ class ModelAggregatorRunTest(tf.test.TestCase):
     # TFF's robust aggregator estimates its norms from the clients: server state.
     base = pathlib.Path(self.get_temp_dir())
     algorithms = ('ec',)
-    straight, _ = _run(_config(base / 'straight', algorithms=algorithms, rounds=2,
-                               eval_every=1, model_aggregator='robust'))
+    straight, _ = _run(
+        _config(base / 'straight',
+                algorithms=algorithms,
+                rounds=2,
+                eval_every=1,
+                model_aggregator='robust'))
     # A TFF factory cannot run in-process: TFF's local runtime runs these rounds.
-    self.assertEqual(set(straight['where'].values()), {
-        "TFF's local runtime (TFF's own algorithm, or a TFF aggregation factory: it cannot "
-        'run in-process)'})
+    self.assertEqual(
+        set(straight['where'].values()), {
+            "TFF's local runtime (TFF's own algorithm, or a TFF aggregation factory: it cannot "
+            'run in-process)'
+        })
     with open(base / 'straight' / 'metrics.csv') as f:
       header = f.readline().strip().split(',')
       row = dict(zip(header, f.readlines()[0].strip().split(',')))  # Round 0's training.
@@ -425,24 +483,34 @@ class ModelAggregatorRunTest(tf.test.TestCase):
       measured = [k for k in header if k.startswith(f'{name}/train/aggregator/')]
       self.assertNotEmpty(measured, msg=name)
       self.assertTrue(all(row[k] != '' for k in measured), msg=name)
-    _run(_config(base / 'resumed', algorithms=algorithms, rounds=1, eval_every=1,
-                 model_aggregator='robust'))
-    resumed, _ = _run(_config(base / 'resumed', algorithms=algorithms, rounds=2,
-                              eval_every=1, model_aggregator='robust'))
+    _run(
+        _config(base / 'resumed',
+                algorithms=algorithms,
+                rounds=1,
+                eval_every=1,
+                model_aggregator='robust'))
+    resumed, _ = _run(
+        _config(base / 'resumed',
+                algorithms=algorithms,
+                rounds=2,
+                eval_every=1,
+                model_aggregator='robust'))
     self.assertEqual(straight['final_eval'], resumed['final_eval'])
     with self.assertRaisesRegex(config_lib.ConfigError, 'model_aggregator: .robust. then, '
                                 '.tff_mean. now'):
-      _run(_config(base / 'resumed', algorithms=algorithms, rounds=4,
-                   model_aggregator='tff_mean'))
+      _run(_config(base / 'resumed', algorithms=algorithms, rounds=4, model_aggregator='tff_mean'))
 
 
 class MaskingExperimentTest(tf.test.TestCase):
 
   def test_mask_processes_side_by_side_with_fedavg(self):
     output = pathlib.Path(self.get_temp_dir()) / 'minibatch_iid'
-    config = _config(output, algorithms=('fedavg', 'mask_none', 'mask_independent',
-                                         'mask_synchronized'),
-                     rounds=2, eval_every=1, clients_per_round=4, keep_probability=0.5,
+    config = _config(output,
+                     algorithms=('fedavg', 'mask_none', 'mask_independent', 'mask_synchronized'),
+                     rounds=2,
+                     eval_every=1,
+                     clients_per_round=4,
+                     keep_probability=0.5,
                      num_mask_draws=8)
     summary, _ = _run(config)
     final = summary['final_eval']
@@ -454,7 +522,8 @@ class MaskingExperimentTest(tf.test.TestCase):
       header = f.readline().strip().split(',')
       row = dict(zip(header, f.readlines()[1].strip().split(',')))
     for name in ('mask_none', 'mask_independent', 'mask_synchronized'):
-      self.assertEqual(float(row[f'{name}/train/aggregator/survival/s_max']), 4.0)  # Uniform, K = 4.
+      self.assertEqual(float(row[f'{name}/train/aggregator/survival/s_max']),
+                       4.0)  # Uniform, K = 4.
       # The variances measured on 8 fresh mask draws agree with the closed form within
       # their sampling error (the CSV carries both, through the whole run).
       for mode in ('ind', 'sync'):
@@ -467,7 +536,6 @@ class MaskingExperimentTest(tf.test.TestCase):
     self.assertTrue(np.isfinite(final['fedavg']['loss']))
 
 
-
 class MemoryTest(tf.test.TestCase):
 
   def test_simulate_refuses_a_run_that_would_not_fit(self):
@@ -475,32 +543,46 @@ class MemoryTest(tf.test.TestCase):
     datasets = {f'client_{i}': tiny_models.classification_dataset(i) for i in range(3)}
     with self.assertRaisesRegex(config_lib.ConfigError,
                                 r'more than the 0\.1 GiB it may use; it would not finish'):
-      runner.simulate({'flare': tiny_models.tiny_process('flare')}, datasets,
-                      output_dir=str(output), rounds=1, memory_budget_gib=0.1,
+      runner.simulate({'flare': tiny_models.tiny_process('flare')},
+                      datasets,
+                      output_dir=str(output),
+                      rounds=1,
+                      memory_budget_gib=0.1,
                       log=lambda line: None)
     self.assertFalse((output / 'config.json').exists())
+
 
 class SimulateResumeTest(tf.test.TestCase):
   """`simulate` records what it ran and resumes only that (issue 42's silent wrong results)."""
 
-  def _process(self, keep_percent=5.0, learning_rate=0.1, builder='build_flare',
-               model_fn=tiny_models.SOFTMAX_MODEL_FN, topk_rule='authors'):
+  def _process(self,
+               keep_percent=5.0,
+               learning_rate=0.1,
+               builder='build_flare',
+               model_fn=tiny_models.SOFTMAX_MODEL_FN,
+               topk_rule='authors'):
     import tff_flare  # pylint: disable=g-import-not-at-top
     import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
     optimizer = tff.learning.optimizers.build_sgdm(learning_rate)
     if builder == 'build_ec':
       return tff_flare.build_ec(model_fn, client_optimizer=optimizer, keep_percent=keep_percent)
-    return tff_flare.build_flare(model_fn, client_optimizer=optimizer, keep_percent=keep_percent,
+    return tff_flare.build_flare(model_fn,
+                                 client_optimizer=optimizer,
+                                 keep_percent=keep_percent,
                                  topk_rule=topk_rule)
 
   def _simulate(self, output, processes, data, rounds, test_seed=9, log=None, **settings):
     lines = []
-    result = runner.simulate(
-        processes, data, output_dir=None if output is None else str(output), rounds=rounds,
-        checkpoint_every=1,
-        eval_every=1, test_data=tiny_models.classification_dataset(test_seed),
-        client_threads=1, log=log or lines.append,
-        **dict(dict(clients_per_round=2, seed=3), **settings))
+    result = runner.simulate(processes,
+                             data,
+                             output_dir=None if output is None else str(output),
+                             rounds=rounds,
+                             checkpoint_every=1,
+                             eval_every=1,
+                             test_data=tiny_models.classification_dataset(test_seed),
+                             client_threads=1,
+                             log=log or lines.append,
+                             **dict(dict(clients_per_round=2, seed=3), **settings))
     return result, lines
 
   def test_a_resume_that_would_change_the_results_is_refused(self):
@@ -511,19 +593,23 @@ class SimulateResumeTest(tf.test.TestCase):
     self.assertEqual(recorded['clients'], ['c0', 'c1', 'c2'])
     self.assertEqual(recorded['processes']['flare']['arguments']['keep_percent'], 5.0)
     other_data = dict(data, c2=tiny_models.classification_dataset(7))
-    for processes, client_data, test_seed, message in (
-        ({'flare': self._process(keep_percent=20.0)}, data, 9,
-         r"'flare' was built otherwise \(keep_percent: 5.0 then, 20.0 now\)"),
-        ({'flare': self._process(learning_rate=0.5)}, data, 9,
-         r"built otherwise \(client_optimizer: .*'_lr': 0.1.* then, .*'_lr': 0.5"),
-        ({'flare': self._process(builder='build_ec')}, data, 9,
-         r"'flare' was built by build_flare; it is now build_ec's"),
-        ({'flare': self._process()}, other_data, 9, r'on other data \(fingerprint'),
-        ({'flare': self._process()}, dict(data, c3=data['c0']), 9,
-         r"of 3 clients; these are 4 \(1 new, e.g. \['c3'\]; 0 gone"),
-        ({'flare': self._process()}, {('d0' if k == 'c0' else k): v for k, v in data.items()},
-         9, r"1 new, e.g. \['d0'\]; 1 gone, e.g. \['c0'\]"),
-        ({'flare': self._process()}, data, 8, r'on other test data')):
+    for processes, client_data, test_seed, message in (({
+        'flare': self._process(keep_percent=20.0)
+    }, data, 9, r"'flare' was built otherwise \(keep_percent: 5.0 then, 20.0 now\)"), ({
+        'flare': self._process(learning_rate=0.5)
+    }, data, 9, r"built otherwise \(client_optimizer: .*'_lr': 0.1.* then, .*'_lr': 0.5"), ({
+        'flare': self._process(builder='build_ec')
+    }, data, 9, r"'flare' was built by build_flare; it is now build_ec's"), ({
+        'flare': self._process()
+    }, other_data, 9, r'on other data \(fingerprint'), ({
+        'flare': self._process()
+    }, dict(data,
+            c3=data['c0']), 9, r"of 3 clients; these are 4 \(1 new, e.g. \['c3'\]; 0 gone"), ({
+                'flare': self._process()
+            }, {('d0' if k == 'c0' else k): v for k, v in data.items()
+               }, 9, r"1 new, e.g. \['d0'\]; 1 gone, e.g. \['c0'\]"), ({
+                   'flare': self._process()
+               }, data, 8, r'on other test data')):
       with self.assertRaisesRegex(config_lib.ConfigError, message):
         self._simulate(output, processes, client_data, 2, test_seed=test_seed)
     self.assertEqual(checkpoints_rounds(output), [1])
@@ -553,8 +639,8 @@ class SimulateResumeTest(tf.test.TestCase):
     from tff_flare.algorithms import sparsification  # pylint: disable=g-import-not-at-top
     output = pathlib.Path(self.get_temp_dir()) / 'rule_forms'
     data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
-    self._simulate(output, {'flare': self._process(topk_rule=sparsification.TopKRule.GLOBAL)},
-                   data, 1)
+    self._simulate(output, {'flare': self._process(topk_rule=sparsification.TopKRule.GLOBAL)}, data,
+                   1)
     self._simulate(output, {'flare': self._process(topk_rule='global')}, data, 2)
     self.assertEqual(checkpoints_rounds(output)[-1], 2)
     with self.assertRaisesRegex(config_lib.ConfigError, "topk_rule: 'global' then, 'exact' now"):
@@ -564,8 +650,9 @@ class SimulateResumeTest(tf.test.TestCase):
     output = pathlib.Path(self.get_temp_dir()) / 'binary'
     _run(_config(output, algorithms=('flare',), rounds=1))
     data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
-    with self.assertRaisesRegex(config_lib.ConfigError, "holds a run of the experiment "
-                                "binaries \\(task 'digits_demo'\\), not of simulate"):
+    with self.assertRaisesRegex(
+        config_lib.ConfigError, "holds a run of the experiment "
+        "binaries \\(task 'digits_demo'\\), not of simulate"):
       self._simulate(output, {'flare': self._process()}, data, 2)
 
   def test_clients_in_another_order_resume_by_id(self):
@@ -595,8 +682,8 @@ class SimulateResumeTest(tf.test.TestCase):
 
   def test_a_run_in_memory_writes_nothing_and_equals_a_run_on_disk(self):
     data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
-    on_disk, _ = self._simulate(pathlib.Path(self.get_temp_dir()) / 'disk',
-                                {'flare': self._process()}, data, 2)
+    on_disk, _ = self._simulate(
+        pathlib.Path(self.get_temp_dir()) / 'disk', {'flare': self._process()}, data, 2)
     here = pathlib.Path(self.get_temp_dir()) / 'cwd'
     here.mkdir()
     previous = os.getcwd()
@@ -610,25 +697,29 @@ class SimulateResumeTest(tf.test.TestCase):
                          on_disk.model_weights['flare'].trainable):
       np.testing.assert_array_equal(got, want)
     # The server state returned is the run's: its model is the model returned.
-    for got, want in zip(flare.get_model_weights(in_memory.states['flare']).trainable,
-                         in_memory.model_weights['flare'].trainable):
+    for got, want in zip(
+        flare.get_model_weights(in_memory.states['flare']).trainable,
+        in_memory.model_weights['flare'].trainable):
       np.testing.assert_array_equal(got, want)
     self.assertTrue(any(line.startswith('round 1 ') for line in lines))
-    with self.assertRaisesRegex(config_lib.ConfigError, "client_state_storage 'disk' keeps the "
-                                'client states under output_dir'):
+    with self.assertRaisesRegex(
+        config_lib.ConfigError, "client_state_storage 'disk' keeps the "
+        'client states under output_dir'):
       self._simulate(None, {'flare': flare}, data, 2, client_state_storage='disk')
-    with self.assertRaisesRegex(config_lib.ConfigError, "output_dir must name a directory, or "
-                                "be None \\(a run in memory\\), got ''"):
+    with self.assertRaisesRegex(
+        config_lib.ConfigError, "output_dir must name a directory, or "
+        "be None \\(a run in memory\\), got ''"):
       runner.simulate({'flare': flare}, data, output_dir='')
     self.assertEqual(list(here.iterdir()), [])
 
   def test_a_hook_ends_the_run_early_and_the_run_resumes_to_the_same_model(self):
     import tff_flare  # pylint: disable=g-import-not-at-top
     data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
-    whole, _ = self._simulate(pathlib.Path(self.get_temp_dir()) / 'whole',
-                              {'flare': self._process()}, data, 4)
+    whole, _ = self._simulate(
+        pathlib.Path(self.get_temp_dir()) / 'whole', {'flare': self._process()}, data, 4)
 
     class StopAfterRound1(tff_flare.Hook):
+
       def __init__(self):
         self.accuracies = []
 
@@ -638,7 +729,10 @@ class SimulateResumeTest(tf.test.TestCase):
 
     output = pathlib.Path(self.get_temp_dir()) / 'early'
     stop, released = StopAfterRound1(), tff.program.MemoryReleaseManager()
-    early, _ = self._simulate(output, {'flare': self._process()}, data, 4, hooks=[stop],
+    early, _ = self._simulate(output, {'flare': self._process()},
+                              data,
+                              4,
+                              hooks=[stop],
                               release_managers=[released])
     self.assertEqual(early.summary['rounds_trained'], 2)
     self.assertEqual(checkpoints_rounds(output), [1, 2])  # The early end is checkpointed.
@@ -657,11 +751,14 @@ class SimulateResumeTest(tf.test.TestCase):
     data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
     output = pathlib.Path(self.get_temp_dir()) / 'result'
     flare = self._process()
-    result, _ = self._simulate(output, {'flare': flare, 'ec': self._process(builder='build_ec')},
-                               data, 2)
+    result, _ = self._simulate(output, {
+        'flare': flare,
+        'ec': self._process(builder='build_ec')
+    }, data, 2)
     self.assertEqual(set(result.model_weights), {'flare', 'ec'})
-    self.assertFalse(np.array_equal(result.model_weights['flare'].trainable[0],
-                                    result.model_weights['ec'].trainable[0]))
+    self.assertFalse(
+        np.array_equal(result.model_weights['flare'].trainable[0],
+                       result.model_weights['ec'].trainable[0]))
     # The weights go into a Keras model built as the model_fn builds it, and it predicts
     # what the final evaluation measured.
     keras_model = tf.keras.Sequential([tf.keras.layers.Input((4,)), tf.keras.layers.Dense(3)])
@@ -672,10 +769,11 @@ class SimulateResumeTest(tf.test.TestCase):
     accuracy = np.mean(np.argmax(keras_model.predict(x, verbose=0), axis=1) == y)
     self.assertAllClose(accuracy, result.summary['final_eval']['flare']['accuracy'])
     # Run again on a finished run: the same model, nothing trained.
-    again, _ = self._simulate(output, {'flare': self._process(),
-                                       'ec': self._process(builder='build_ec')}, data, 2)
-    for got, want in zip(again.model_weights['ec'].trainable,
-                         result.model_weights['ec'].trainable):
+    again, _ = self._simulate(output, {
+        'flare': self._process(),
+        'ec': self._process(builder='build_ec')
+    }, data, 2)
+    for got, want in zip(again.model_weights['ec'].trainable, result.model_weights['ec'].trainable):
       np.testing.assert_array_equal(got, want)
 
   def test_a_ctrl_c_that_tensorflow_swallows_still_stops_the_run(self):
@@ -693,8 +791,9 @@ class SimulateResumeTest(tf.test.TestCase):
         except KeyboardInterrupt:
           pass
 
-    with self.assertRaisesRegex(KeyboardInterrupt, 'Interrupted at round 1; called again, the '
-                                'run resumes from its checkpoint after round 0'):
+    with self.assertRaisesRegex(
+        KeyboardInterrupt, 'Interrupted at round 1; called again, the '
+        'run resumes from its checkpoint after round 0'):
       self._simulate(output, {'flare': self._process()}, data, 4, log=log)
     self.assertIs(signal.getsignal(signal.SIGINT), signal.default_int_handler)
     self.assertEqual(checkpoints_rounds(output), [1])
@@ -704,11 +803,14 @@ class SimulateResumeTest(tf.test.TestCase):
 
   def test_labels_the_model_has_no_class_for_are_one_line(self):
     # Was: TF's InvalidArgumentError with the node's 40-line traceback, in the first round.
-    data = {f'c{i}': tiny_models.dataset_from_arrays(
-        np.ones((8, 4), np.float32), np.full((8, 1), 7, np.int32), 4) for i in range(3)}
-    with self.assertRaisesRegex(config_lib.ConfigError, r'^The model cannot run on the data '
-                                r'\(round 0\): Received a label value of 7 which is outside '
-                                r'the valid range of \[0, 3\)\.  Label values: 7 7 7 7$'):
+    data = {
+        f'c{i}': tiny_models.dataset_from_arrays(np.ones((8, 4), np.float32),
+                                                 np.full((8, 1), 7, np.int32), 4) for i in range(3)
+    }
+    with self.assertRaisesRegex(
+        config_lib.ConfigError, r'^The model cannot run on the data '
+        r'\(round 0\): Received a label value of 7 which is outside '
+        r'the valid range of \[0, 3\)\.  Label values: 7 7 7 7$'):
       self._simulate(None, {'flare': self._process()}, data, 2)
 
   def test_what_tff_runtime_says_of_a_failed_op_is_its_line(self):
@@ -719,6 +821,7 @@ class SimulateResumeTest(tf.test.TestCase):
                'SoftmaxCrossEntropyWithLogits}}]] while evaluating local [_oqv16] in block')
 
     class Failed(grpc.RpcError, grpc.Call):  # pylint: disable=abstract-method
+
       def __init__(self, code):
         self._code = code
 
@@ -728,13 +831,14 @@ class SimulateResumeTest(tf.test.TestCase):
       def details(self):
         return details
 
-    for method in ('initial_metadata', 'trailing_metadata', 'is_active', 'time_remaining',
-                   'cancel', 'add_callback'):
+    for method in ('initial_metadata', 'trailing_metadata', 'is_active', 'time_remaining', 'cancel',
+                   'add_callback'):
       setattr(Failed, method, lambda self, *_: None)
     Failed.__abstractmethods__ = frozenset()
-    self.assertEqual(runner.what_tf_says(Failed(grpc.StatusCode.INTERNAL)),
-                     'Received a label value of 7 which is outside the valid range of [0, 3).  '
-                     'Label values: 7 7 7 7')
+    self.assertEqual(
+        runner.what_tf_says(Failed(grpc.StatusCode.INTERNAL)),
+        'Received a label value of 7 which is outside the valid range of [0, 3).  '
+        'Label values: 7 7 7 7')
     self.assertIsNone(runner.what_tf_says(Failed(grpc.StatusCode.UNAVAILABLE)))
     self.assertIsNone(runner.what_tf_says(ValueError(details)))
 
@@ -746,35 +850,63 @@ class SimulateResumeTest(tf.test.TestCase):
     inf_once = nan_x.copy()
     inf_once[:] = 1.0
     inf_once[5, 2] = np.inf
-    inf_data = dict(data, c2=tiny_models.dataset_from_arrays(inf_once, np.zeros((8, 1), np.int32),
-                                                            4))
+    inf_data = dict(data,
+                    c2=tiny_models.dataset_from_arrays(inf_once, np.zeros((8, 1), np.int32), 4))
     flare = self._process()
     for processes, client_data, settings, message in (
         # Was: the run trained and said the model had diverged.
-        ({'flare': flare}, nan_data, {}, r"The data of 'c1' hold NaN or infinite values"),
-        ({'flare': flare}, inf_data, {}, r"The data of 'c2' hold NaN or infinite values"),
-        ({'flare': flare}, data, dict(clients_per_round=0),
-         r'clients_per_round \(0\) must be in \[1, 3\]'),
-        ({'flare': flare}, {0: data['c0'], '0': data['c1']}, {},
-         r"Client ids must be strings .*got 0 \(int\)"),
-        ({'../../x': flare}, data, {}, r"Process name '../../x' must be"),
-        ({'': flare}, data, {}, "Process name '' must be"),
-        ({'a/b': flare}, data, {}, "Process name 'a/b' must be"),
-        ({5: flare}, data, {}, 'Process name 5 must be'),
+        ({
+            'flare': flare
+        }, nan_data, {}, r"The data of 'c1' hold NaN or infinite values"),
+        ({
+            'flare': flare
+        }, inf_data, {}, r"The data of 'c2' hold NaN or infinite values"),
+        ({
+            'flare': flare
+        }, data, dict(clients_per_round=0), r'clients_per_round \(0\) must be in \[1, 3\]'),
+        ({
+            'flare': flare
+        }, {
+            0: data['c0'],
+            '0': data['c1']
+        }, {}, r"Client ids must be strings .*got 0 \(int\)"),
+        ({
+            '../../x': flare
+        }, data, {}, r"Process name '../../x' must be"),
+        ({
+            '': flare
+        }, data, {}, "Process name '' must be"),
+        ({
+            'a/b': flare
+        }, data, {}, "Process name 'a/b' must be"),
+        ({
+            5: flare
+        }, data, {}, 'Process name 5 must be'),
         ({}, data, {}, r'processes must map names to processes of this project .*got dict '
          r'\(empty\)'),
         ([flare], data, {}, 'processes must map names .*got list'),
-        ({'fedavg': tff.learning.algorithms.build_unweighted_fed_avg(
-            tiny_models.SOFTMAX_MODEL_FN,
-            client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1))}, data, {},
+        ({
+            'fedavg':
+                tff.learning.algorithms.build_unweighted_fed_avg(
+                    tiny_models.SOFTMAX_MODEL_FN,
+                    client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1))
+        }, data, {},
          r"processes\['fedavg'\] is a .*LearningProcess, not a process of this project .*"
          r'tff_flare.build_tff_fedavg'),
-        ({'flare': flare, 'ec': self._process(
-            builder='build_ec', model_fn=tiny_models.softmax_model_fn(num_classes=5))},
-         data, {}, "Processes 'flare' and 'ec' are of different models"),
-        ({'flare': flare}, data, dict(hooks=[print]),
+        ({
+            'flare':
+                flare,
+            'ec':
+                self._process(builder='build_ec',
+                              model_fn=tiny_models.softmax_model_fn(num_classes=5))
+        }, data, {}, "Processes 'flare' and 'ec' are of different models"),
+        ({
+            'flare': flare
+        }, data, dict(hooks=[print]),
          'hooks must be a list of tff_flare.Hook, got a builtin_function_or_method in it'),
-        ({'flare': flare}, data, dict(release_managers='metrics.csv'),
+        ({
+            'flare': flare
+        }, data, dict(release_managers='metrics.csv'),
          'release_managers must be a list of tff.program.ReleaseManager, got str')):
       with self.assertRaisesRegex(config_lib.ConfigError, message):
         self._simulate(output, processes, client_data, 1, **settings)

@@ -14,9 +14,14 @@ from collections.abc import Callable, Mapping, Sequence
 CurveFn = Callable[[int], float]
 
 
-def write_run(directory: pathlib.Path, curves: Mapping[str, CurveFn], config: Mapping,
-              rounds: int, eval_rounds: Sequence[int], loss: Optional[Mapping[str, CurveFn]] = None,
-              density: float = 1e-3, extra: Optional[Mapping[str, CurveFn]] = None,
+def write_run(directory: pathlib.Path,
+              curves: Mapping[str, CurveFn],
+              config: Mapping,
+              rounds: int,
+              eval_rounds: Sequence[int],
+              loss: Optional[Mapping[str, CurveFn]] = None,
+              density: float = 1e-3,
+              extra: Optional[Mapping[str, CurveFn]] = None,
               summary: bool = True) -> pathlib.Path:
   """A finished run: evaluations at `eval_rounds`, training rows for rounds 0..rounds-1.
 
@@ -30,9 +35,10 @@ def write_run(directory: pathlib.Path, curves: Mapping[str, CurveFn], config: Ma
   directory.mkdir(parents=True, exist_ok=True)
   names = list(curves)
   extra = dict(extra or {})
-  columns = ['round'] + [f'{n}/{c}' for n in names for c in (
-      'eval/accuracy', 'eval/loss', 'bytes_uploaded', 'round_seconds',
-      'train/communication/density')] + list(extra)
+  columns = ['round'] + [
+      f'{n}/{c}' for n in names for c in ('eval/accuracy', 'eval/loss', 'bytes_uploaded',
+                                          'round_seconds', 'train/communication/density')
+  ] + list(extra)
   loss = loss or {}
   with open(directory / 'metrics.csv', 'w', newline='') as f:
     writer = csv.DictWriter(f, columns)
@@ -54,6 +60,6 @@ def write_run(directory: pathlib.Path, curves: Mapping[str, CurveFn], config: Ma
   (directory / 'config.json').write_text(json.dumps(dict(config=record, changes=[])))
   if summary:
     final = {n: dict(accuracy=curves[n](rounds), loss=1.0 - curves[n](rounds)) for n in names}
-    (directory / 'summary.json').write_text(json.dumps(dict(
-        config=record, rounds=rounds, final_eval=final)))
+    (directory / 'summary.json').write_text(
+        json.dumps(dict(config=record, rounds=rounds, final_eval=final)))
   return directory

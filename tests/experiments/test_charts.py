@@ -15,22 +15,25 @@ from tff_flare.experiment import run_files
 
 def _curve(rounds, accuracy):
   return run_files.Curve(tuple(rounds), tuple(accuracy), tuple(1 - a for a in accuracy),
-                    tuple(10.0 * r for r in rounds))
+                         tuple(10.0 * r for r in rounds))
 
 
 class SeedTableTest(tf.test.TestCase):
 
   def test_mean_and_range_over_seeds_at_the_rounds_reached(self):
-    curves = {'flare': [_curve((0, 100, 200), (0.1, 0.5, 0.6)),
-                        _curve((0, 100, 200), (0.1, 0.3, 0.8))],
-              'ef21_dense': [_curve((0, 100, 200), (0.1, 0.2, 0.3)),
-                             _curve((0, 100, 200), (0.1, 0.4, 0.5))]}
+    curves = {
+        'flare': [_curve((0, 100, 200), (0.1, 0.5, 0.6)),
+                  _curve((0, 100, 200), (0.1, 0.3, 0.8))],
+        'ef21_dense': [
+            _curve((0, 100, 200), (0.1, 0.2, 0.3)),
+            _curve((0, 100, 200), (0.1, 0.4, 0.5))
+        ]
+    }
     table = charts.seed_table(curves, [100, 200, 1000])
     self.assertIn('| FLARE | 0.4000 [0.3000, 0.5000] | 0.7000 [0.6000, 0.8000] |', table)
     self.assertIn("| EF21 (authors' dense state) | 0.3000 [0.2000, 0.4000] |", table)
     self.assertNotIn('round 1000', table)
-    self.assertIn('mean over 2 initial models', charts.seed_table(curves, [100],
-                                                                  'initial models'))
+    self.assertIn('mean over 2 initial models', charts.seed_table(curves, [100], 'initial models'))
     self.assertIn('no round of [1000]', charts.seed_table(curves, [1000]))
     self.assertIn('Test loss', charts.seed_table(curves, [100], metric='loss'))
 
@@ -44,10 +47,14 @@ class SeedTableTest(tf.test.TestCase):
     self.assertLen(charts.group_curves([first, other])['flare'], 2)
 
   def test_orderings_hold_in_every_seed_or_not(self):
-    above = [_curve((0, 10, 20, 30), (0.1, 0.5, 0.4, 0.6)),
-             _curve((0, 10, 20, 30), (0.1, 0.5, 0.6, 0.7))]
-    below = [_curve((0, 10, 20, 30), (0.1, 0.2, 0.5, 0.3)),
-             _curve((0, 10, 20, 30), (0.1, 0.2, 0.3, 0.4))]
+    above = [
+        _curve((0, 10, 20, 30), (0.1, 0.5, 0.4, 0.6)),
+        _curve((0, 10, 20, 30), (0.1, 0.5, 0.6, 0.7))
+    ]
+    below = [
+        _curve((0, 10, 20, 30), (0.1, 0.2, 0.5, 0.3)),
+        _curve((0, 10, 20, 30), (0.1, 0.2, 0.3, 0.4))
+    ]
     result = charts.ordering(above, below)
     # Round 20 breaks it in seed 0: A > B in every seed at 10 and 30, from round 30 on.
     self.assertEqual(result, charts.Ordering(holds=2, reverse=0, evaluations=4, since=30))
@@ -59,14 +66,15 @@ class SeedTableTest(tf.test.TestCase):
 
   def test_slope_fit(self):
     xs = [1e-1, 1e-2, 1e-3]
-    self.assertAlmostEqual(charts.fit_slope(xs, [x ** -0.5 for x in xs]), -0.5)
-    self.assertAlmostEqual(charts.fit_slope(xs, [3 * x ** -1 for x in xs]), -1.0)
+    self.assertAlmostEqual(charts.fit_slope(xs, [x**-0.5 for x in xs]), -0.5)
+    self.assertAlmostEqual(charts.fit_slope(xs, [3 * x**-1 for x in xs]), -1.0)
     self.assertIsNone(charts.fit_slope([1e-1], [2.0]))
 
   def test_an_exponent_over_seeds_leaves_out_dense_and_censored_r(self):
+
     def point(percent, seed, rounds, density=None):
-      return charts.ScalingPoint(percent, seed, 'ec', density or percent / 100,
-                                 {0.1: rounds}, 300)
+      return charts.ScalingPoint(percent, seed, 'ec', density or percent / 100, {0.1: rounds}, 300)
+
     # rounds = 2 / delta in seed 0 and 3 / delta in seed 1 (exponent -1 in both), but the
     # dense R = 10 (delta 0.1, off the line) and R = 0.01 (not reached by seed 1) are out.
     points = [point(10, s, 5) for s in (0, 1)]
@@ -108,18 +116,22 @@ class DrawTest(tf.test.TestCase):
   def test_a_figure_of_seed_curves_and_one_against_a_parameter(self):
     base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
     figure = spec.Figure(
-        'fig', 'accuracy against R', 'FLARE: test', grids=(spec.Grid(
-            'R{keep_percent}_seed{seed}', dict(algorithms='flare,ec,fedavg'), 20,
-            dict(keep_percent=(0.1, 0.001), seed=(0, 1))),),
+        'fig',
+        'accuracy against R',
+        'FLARE: test',
+        grids=(spec.Grid('R{keep_percent}_seed{seed}', dict(algorithms='flare,ec,fedavg'), 20,
+                         dict(keep_percent=(0.1, 0.001), seed=(0, 1))),),
         draw=(spec.AgainstParameter('vs_r', 'keep_percent', (10, 20), ('flare', 'ec')),
-              spec.SeedCurves(dict(curves=spec.Group('R = 0.1 %', ('R0.1_seed0', 'R0.1_seed1'),
-                                                     (10, 20))))))
+              spec.SeedCurves(
+                  dict(curves=spec.Group('R = 0.1 %', ('R0.1_seed0', 'R0.1_seed1'), (10, 20))))))
     for run in figure.runs:
       r, seed = run.flags['keep_percent'], run.flags['seed']
-      synthetic_runs.write_run(base / 'fig' / run.name, {
-          'flare': lambda t, r=r, seed=seed: 0.5 + r + seed / 100,
-          'ec': lambda t, r=r: 0.2 + r, 'fedavg': lambda t: 0.9}, dict(
-              keep_percent=r, seed=seed), 20, (0, 10, 20))
+      synthetic_runs.write_run(
+          base / 'fig' / run.name, {
+              'flare': lambda t, r=r, seed=seed: 0.5 + r + seed / 100,
+              'ec': lambda t, r=r: 0.2 + r,
+              'fedavg': lambda t: 0.9
+          }, dict(keep_percent=r, seed=seed), 20, (0, 10, 20))
     markdown = charts.draw(figure, runs.Results(base, [figure]), base / 'fig')
     self.assertIn('| 0.001 | FLARE | 0.5060 [0.5010, 0.5110] (2) |', markdown)
     self.assertIn('| 0.1 | EC | 0.3000 [0.3000, 0.3000] (2) |', markdown)

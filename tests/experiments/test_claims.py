@@ -19,8 +19,9 @@ from experiments import spec
 from tests.experiments import synthetic_runs
 from tff_flare.experiment import config as config_lib
 
-PAPER_CLAIMS = pathlib.Path(os.environ.get(
-    'TFF_FLARE_SHARED', pathlib.Path(__file__).resolve().parents[3] / 'shared')) / 'PAPER_CLAIMS.md'
+PAPER_CLAIMS = pathlib.Path(
+    os.environ.get('TFF_FLARE_SHARED',
+                   pathlib.Path(__file__).resolve().parents[3] / 'shared')) / 'PAPER_CLAIMS.md'
 
 # A scenario: (figure name, the run's recorded configuration, algorithm) -> the algorithm's
 # accuracy(round), or with `loss` its test loss(round); `survival` the masking cells' S/S_max.
@@ -56,16 +57,23 @@ def _write(base: pathlib.Path, figures, scenario: Scenario) -> None:
       every = int(run.flags.get('eval_every', 10))
       evals = sorted(set(range(0, run.rounds + 1, every)) | {run.rounds})
       curve = lambda a, c=config, n=name: (lambda r: scenario.accuracy(n, c, a, r))
-      loss = ({a: (lambda r, a=a, c=config, n=name: scenario.loss(n, c, a, r))
-               for a in algorithms} if scenario.loss else None)
+      loss = ({a: (lambda r, a=a, c=config, n=name: scenario.loss(n, c, a, r)) for a in algorithms}
+              if scenario.loss else None)
       extra = {}
       if run.binary == spec.RUN_MASKING:
         value = lambda r, c=config: scenario.survival(c)
-        extra = {f'{a}/train/survival/{c}': fn for a in algorithms for c, fn in (
-            ('survival', value), ('survival_normalized', value), ('s_max', lambda r: 10.0))}
+        extra = {
+            f'{a}/train/survival/{c}': fn for a in algorithms
+            for c, fn in (('survival', value), ('survival_normalized', value), ('s_max',
+                                                                                lambda r: 10.0))
+        }
       synthetic_runs.write_run(base / name / run.name, {a: curve(a) for a in algorithms},
-                               config, run.rounds, evals, loss=loss,
-                               density=config['keep_percent'] / 100, extra=extra)
+                               config,
+                               run.rounds,
+                               evals,
+                               loss=loss,
+                               density=config['keep_percent'] / 100,
+                               extra=extra)
     if any(isinstance(d, spec.SparsityScaling) for d in by_name[name].draw):
       (base / name / spec.OPTIMUM_FILE).write_text(json.dumps(dict(f_star=0.0)))
 
@@ -81,12 +89,14 @@ def _flat(value):
 def _scaling_loss(slow_exponent: dict):
   """Losses (f* = 0) within g of f* at round (1/g - 1) * (0.1 / delta) ** exponent; the TAU
   runs' FLARE monotone at and below the study's TAU, climbing above it."""
+
   def loss(name, config, algorithm, round_num):
     del name
     if config['tau'] > manifest.SCALING_TAU:
       return 1.0 / (1.0 + round_num) + 0.01 * round_num
-    slowdown = (0.1 / (config['keep_percent'] / 100)) ** slow_exponent[algorithm]
+    slowdown = (0.1 / (config['keep_percent'] / 100))**slow_exponent[algorithm]
     return 1.0 / (1.0 + round_num / slowdown)
+
   return loss
 
 
@@ -97,9 +107,11 @@ def _by(default: float, **values):
 
 def _ramps(default: tuple[float, float], **ramps: tuple[float, float]):
   """accuracy by algorithm: (level, rounds) climbs linearly from 0 to `level` in `rounds`."""
+
   def accuracy(name, config, algorithm, r):
     level, rounds = ramps.get(algorithm, default)
     return min(level, level * r / rounds)
+
   return accuracy
 
 
@@ -109,8 +121,9 @@ _BEHIND = Scenario(_ramps((0.4, 100), flare=(0.3, 100), ec=(0.9, 20), fedavg=(0.
 
 SCENARIOS = {
     # EC near FedAvg at R = 0.1 % on the fixed CNN, a third of it at R = 0.0001 %.
-    'F1': (Scenario(lambda n, c, a, r: (0.97 if a == 'fedavg' else 0.95 if c['keep_percent']
-                                        >= 0.1 else 0.3)), Scenario(_by(0.5, fedavg=0.97))),
+    'F1': (Scenario(lambda n, c, a, r: (0.97 if a == 'fedavg' else 0.95
+                                        if c['keep_percent'] >= 0.1 else 0.3)),
+           Scenario(_by(0.5, fedavg=0.97))),
     'F2': (Scenario(_by(0.5, flare=0.9, fedavg=0.92)),
            Scenario(_by(0.5, flare=0.4, ec=0.6, ef21_dense=0.6, fedavg=0.92))),
     'F3 (CNN)': (Scenario(_ramps((0.5, 200), flare=(0.9, 50), fedavg=(0.92, 50))),
@@ -119,27 +132,35 @@ SCENARIOS = {
     'F3 (FC)': (Scenario(_ramps((0.5, 200), flare=(0.9, 50), fedavg=(0.92, 50))),
                 Scenario(_ramps((0.5, 50), flare=(0.52, 200), ec_ffl=(0.55, 50),
                                 fedavg=(0.92, 50)))),
-    'F4': (Scenario(_ramps((0.2, 40), flare=(0.5, 40), fedavg=(0.6, 40))),
-           Scenario(_ramps((0.2, 40), ec=(0.6, 20)))),
+    'F4': (Scenario(_ramps((0.2, 40), flare=(0.5, 40),
+                           fedavg=(0.6, 40))), Scenario(_ramps((0.2, 40), ec=(0.6, 20)))),
     # Constant losses: FLARE on FedAvg's curve and below EC's; then above both.
-    'F5': (Scenario(_flat(0.3), loss=lambda n, c, a, r: {'fedavg': 1.95, 'flare': 2.0}.get(a, 3.0)),
-           Scenario(_flat(0.3), loss=lambda n, c, a, r: {'fedavg': 1.95, 'flare': 3.0}.get(a, 2.5))),
+    'F5': (Scenario(_flat(0.3), loss=lambda n, c, a, r: {
+        'fedavg': 1.95,
+        'flare': 2.0
+    }.get(a, 3.0)),
+           Scenario(_flat(0.3), loss=lambda n, c, a, r: {
+               'fedavg': 1.95,
+               'flare': 3.0
+           }.get(a, 2.5))),
     'F6': (_AHEAD, _BEHIND),
     'F7': (_AHEAD, _BEHIND),
     'F9': (Scenario(_flat(0.5), loss=_scaling_loss(dict(flare=0.5, ec=1.0))),
            Scenario(_flat(0.5), loss=_scaling_loss(dict(flare=1.0, ec=0.5)))),
-    'M3, M4': (Scenario(_flat(0.6), survival=lambda c: 0.1),
-               Scenario(_flat(0.6), survival=lambda c: 0.5)),
-    'M5': (Scenario(_flat(0.3), survival=lambda c: 0.9),
-           Scenario(_flat(0.3), survival=lambda c: 0.1)),
+    'M3, M4': (Scenario(_flat(0.6),
+                        survival=lambda c: 0.1), Scenario(_flat(0.6), survival=lambda c: 0.5)),
+    'M5': (Scenario(_flat(0.3), survival=lambda c: 0.9), Scenario(_flat(0.3),
+                                                                  survival=lambda c: 0.1)),
     'M6': (Scenario(_flat(0.3), survival=lambda c: 0.5),
-           Scenario(lambda n, c, a, r: 0.7 if c['batch_size'] == 0 else 0.3,
-                    survival=lambda c: 0.5)),
-    'ours: fewer rounds': (Scenario(lambda n, c, a, r: min(0.8, r / (100 if a == 'flare' else 500))),
-                           Scenario(lambda n, c, a, r: min(0.8, r / (500 if a == 'flare' else 100)))),
-    'ours: the plateau': (Scenario(_by(0.3, flare=0.6)),
-                          Scenario(lambda n, c, a, r: 0.9 if a == 'flare' and
-                                   c['double_softmax'] is False else 0.5)),
+           Scenario(lambda n, c, a, r: 0.7
+                    if c['batch_size'] == 0 else 0.3, survival=lambda c: 0.5)),
+    'ours: fewer rounds':
+        (Scenario(lambda n, c, a, r: min(0.8, r / (100 if a == 'flare' else 500))),
+         Scenario(lambda n, c, a, r: min(0.8, r / (500 if a == 'flare' else 100)))),
+    'ours: the plateau':
+        (Scenario(_by(0.3, flare=0.6)),
+         Scenario(lambda n, c, a, r: 0.9 if a == 'flare' and c['double_softmax'] is False else 0.5)
+        ),
     'ours: the lead at sparse R': (Scenario(_by(0.8, flare=0.9)), Scenario(_by(0.9, flare=0.8))),
 }
 
@@ -169,9 +190,10 @@ class ClaimRulesTest(parameterized.TestCase, tf.test.TestCase):
 
   def test_a_comparison_that_holds_in_some_seeds_says_how_many(self):
     # FLARE above EC and EF21 at the end in seed 0 only, first to the target in every seed.
-    verdict, lines = self._verdict('F7', Scenario(
-        lambda n, c, a, r: _ramps((0.4, 100), flare=(0.8 if c['seed'] == 0 else 0.35, 20))(
-            n, c, a, r)))
+    verdict, lines = self._verdict(
+        'F7',
+        Scenario(lambda n, c, a, r: _ramps((0.4, 100), flare=(0.8 if c['seed'] == 0 else 0.35, 20))
+                 (n, c, a, r)))
     self.assertEqual(verdict, 'partly', str(lines))
     self.assertIn('ahead by more than ZERO in 1 of 3 seeds', lines[0])
     self.assertIn('FLARE first in 3 of 3 seeds', lines[1])
@@ -194,8 +216,7 @@ class ClaimRulesTest(parameterized.TestCase, tf.test.TestCase):
       ref = claims.runs_read(results, claim)[-1]
       declared = results.run(ref).rounds
       summary = base / ref / 'summary.json'
-      summary.write_text(json.dumps(dict(json.loads(summary.read_text()),
-                                         rounds=declared // 2)))
+      summary.write_text(json.dumps(dict(json.loads(summary.read_text()), rounds=declared // 2)))
       verdict, lines = claims.verdict(runs.Results(base, manifest.FIGURES), claim)
       self.assertEqual(verdict, 'in progress', str(lines))
       self.assertIn(f'{ref} round {declared // 2} of {declared}',
@@ -213,8 +234,11 @@ class ClaimRulesTest(parameterized.TestCase, tf.test.TestCase):
     config = json.loads((base / ref / 'config.json').read_text())['config']
     kept = [a for a in config.pop('algorithms') if a not in drop]
     (base / ref / 'summary.json').unlink()
-    synthetic_runs.write_run(base / ref, {a: (lambda r: 0.5) for a in kept}, config, declared,
-                             range(0, declared + last_evaluation, 10), summary=last_evaluation)
+    synthetic_runs.write_run(base / ref, {a: (lambda r: 0.5) for a in kept},
+                             config,
+                             declared,
+                             range(0, declared + last_evaluation, 10),
+                             summary=last_evaluation)
     return runs.Results(base, manifest.FIGURES), ref, declared
 
   def test_a_seed_without_a_method_the_sentence_names_gives_no_verdict(self):

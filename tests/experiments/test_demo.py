@@ -13,8 +13,12 @@ from tff_flare.execution import workers as worker
 
 def _run_demo(*flags, timeout_s=600):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-  return subprocess.run([sys.executable, '-m', 'experiments.demo', *flags], capture_output=True,
-                        text=True, timeout=timeout_s, env=env, check=False)
+  return subprocess.run([sys.executable, '-m', 'experiments.demo', *flags],
+                        capture_output=True,
+                        text=True,
+                        timeout=timeout_s,
+                        env=env,
+                        check=False)
 
 
 class DemoTest(tf.test.TestCase):
@@ -32,8 +36,8 @@ class DemoTest(tf.test.TestCase):
     lines = result.stdout.splitlines()
     self.assertIn('2 rounds, 10 clients, R=0.001%', result.stdout)
     # Round 0's line carries the initial model's accuracy (every algorithm starts from it).
-    initial = float(re.search(r'^round 0 .*\| fedavg acc (\d\.\d+)', result.stdout,
-                              re.MULTILINE).group(1))
+    initial = float(
+        re.search(r'^round 0 .*\| fedavg acc (\d\.\d+)', result.stdout, re.MULTILINE).group(1))
     final = {}
     for name in ('FLARE', 'EC', 'FedAvg'):
       row = [line for line in lines if line.startswith(name + ' ')]

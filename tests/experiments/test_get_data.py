@@ -32,8 +32,7 @@ class GetDataTest(tf.test.TestCase):
          mock.patch.object(tf.keras.datasets.cifar10, 'load_data', return_value=cifar):
       get_data.fetch('mnist', data_dir, overwrite=False, log=lambda _: None)
       written = get_data.fetch('cifar10', data_dir, overwrite=False, log=lambda _: None)
-    self.assertCountEqual([p.name for p in written],
-                          ['cifar10.npz', 'cifar10_imagefolder.tar.gz'])
+    self.assertCountEqual([p.name for p in written], ['cifar10.npz', 'cifar10_imagefolder.tar.gz'])
     loaded = data_sources.load_images('mnist', 'npz', data_dir=str(data_dir))
     self.assertAllEqual(loaded.x_train[..., 0], mnist[0][0])
     for source in ('npz', 'imagefolder'):
@@ -56,22 +55,24 @@ class GetDataTest(tf.test.TestCase):
     with mock.patch.object(tf.keras.datasets.mnist, 'load_data', return_value=mnist):
       get_data.fetch('mnist', data_dir, overwrite=False, log=lines.append)
     self.assertIn('is there but damaged', lines[0])
-    self.assertAllEqual(data_sources.load_images('mnist', 'npz', str(path)).x_train[..., 0],
-                        mnist[0][0])
+    self.assertAllEqual(
+        data_sources.load_images('mnist', 'npz', str(path)).x_train[..., 0], mnist[0][0])
 
   def test_a_pipe_where_a_data_file_goes_is_damage_not_a_wait(self):
     folder = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
     for name, source, file in (('shakespeare', 'text', 'tinyshakespeare.txt'),
-                               ('mnist', 'npz', 'mnist.npz'),
-                               ('cifar10', 'imagefolder', 'cifar10_imagefolder.tar.gz')):
+                               ('mnist', 'npz', 'mnist.npz'), ('cifar10', 'imagefolder',
+                                                               'cifar10_imagefolder.tar.gz')):
       os.mkfifo(folder / file)
-      self.assertRegex(get_data._damage(name, source, folder / file),  # pylint: disable=protected-access
-                       'pipe', msg=file)
+      self.assertRegex(
+          get_data._damage(name, source, folder / file),  # pylint: disable=protected-access
+          'pipe',
+          msg=file)
 
   def test_a_missing_file_names_the_command_that_fetches_it(self):
-    with self.assertRaisesRegex(data_sources.DataSourceError,
-                                r'nowhere/mnist.npz does not exist \(`python -m '
-                                r'experiments.get_data'):
+    with self.assertRaisesRegex(
+        data_sources.DataSourceError, r'nowhere/mnist.npz does not exist \(`python -m '
+        r'experiments.get_data'):
       data_sources.load_images('mnist', 'npz', data_dir='nowhere')
 
   def test_an_unreachable_download_host_is_one_line_at_once_and_leaves_nothing(self):
@@ -86,9 +87,9 @@ class GetDataTest(tf.test.TestCase):
       for proxy in ('https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY', 'all_proxy',
                     'ALL_PROXY'):
         os.environ.pop(proxy, None)
-      with self.assertRaisesRegex(binary.BadInput,
-                                  r"tfds.load\('tiny_shakespeare'\) needs the internet once, "
-                                  r'and raw.githubusercontent.com cannot be reached'):
+      with self.assertRaisesRegex(
+          binary.BadInput, r"tfds.load\('tiny_shakespeare'\) needs the internet once, "
+          r'and raw.githubusercontent.com cannot be reached'):
         get_data.write_play(folder / 'tinyshakespeare.txt')
       load.assert_not_called()
     self.assertEqual(list(folder.iterdir()), [])

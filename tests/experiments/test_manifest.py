@@ -42,17 +42,24 @@ class ManifestTest(tf.test.TestCase):
   def test_dry_run_prints_every_run_a_figure_shows(self):
     results = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir())) / 'fresh'
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-    output = subprocess.run(
-        [sys.executable, '-m', 'experiments.reproduce', '--figures=sparsity_fixed_cnn3',
-         f'--results_dir={results}', '--data_dir=/data', '--dry_run'], cwd=ROOT, env=env,
-        capture_output=True, text=True, timeout=300)
+    output = subprocess.run([
+        sys.executable, '-m', 'experiments.reproduce', '--figures=sparsity_fixed_cnn3',
+        f'--results_dir={results}', '--data_dir=/data', '--dry_run'
+    ],
+                            cwd=ROOT,
+                            env=env,
+                            capture_output=True,
+                            text=True,
+                            timeout=300)
     self.assertEqual(output.returncode, 0, output.stderr[-2000:])
     lines = output.stdout.splitlines()
     figure = next(f for f in manifest.FIGURES if f.name == 'sparsity_fixed_cnn3')
     self.assertLen(lines, len(figure.runs) + len(figure.reads))
-    self.assertTrue(all(line.startswith('python -m experiments.run_experiment ') and
-                        '--data_path=/data/mnist.npz' in line and
-                        line.endswith('# 0 of 300 rounds done') for line in lines))
+    self.assertTrue(
+        all(
+            line.startswith('python -m experiments.run_experiment ') and
+            '--data_path=/data/mnist.npz' in line and line.endswith('# 0 of 300 rounds done')
+            for line in lines))
     self.assertIn('initialization_cnn3/fixed_cnn_seed2', output.stdout)
     self.assertFalse(results.exists())  # A dry run writes nothing.
 
@@ -77,14 +84,16 @@ class ManifestTest(tf.test.TestCase):
     self.assertGreater(checked, 100)
 
   def test_the_committed_page_is_what_the_committed_runs_give(self):
-    tracked = subprocess.run(['git', 'ls-files', str(schedule.RESULTS)], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout.split()
+    tracked = subprocess.run(['git', 'ls-files', str(schedule.RESULTS)],
+                             cwd=ROOT,
+                             capture_output=True,
+                             text=True,
+                             check=True).stdout.split()
     if not tracked:
       self.skipTest('not a git checkout')
     # The files as git holds them (runs still going on this machine write on).
     copy = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
-    subprocess.run(['git', 'checkout-index', f'--prefix={copy}/', *tracked], cwd=ROOT,
-                   check=True)
+    subprocess.run(['git', 'checkout-index', f'--prefix={copy}/', *tracked], cwd=ROOT, check=True)
     results = copy / schedule.RESULTS
     committed = (results / report.PAGE).read_text()
     page = report.write(manifest.FIGURES, manifest.CLAIMS, results, log=lambda _: None)

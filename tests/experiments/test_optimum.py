@@ -25,12 +25,11 @@ class ObjectiveTest(tf.test.TestCase):
     theta = np.random.default_rng(1).normal(size=size) * 0.3
     loss, gradient = loss_and_gradient(theta)
     weights, bias = theta[:18].reshape(6, 3), theta[18:]
-    keras = tf.keras.losses.SparseCategoricalCrossentropy()(
-        y, tf.nn.softmax(x @ weights + bias))
+    keras = tf.keras.losses.SparseCategoricalCrossentropy()(y, tf.nn.softmax(x @ weights + bias))
     self.assertAllClose(loss, float(keras), rtol=1e-6)
     step = 1e-6
-    numeric = [(loss_and_gradient(theta + step * e)[0] - loss_and_gradient(theta - step * e)[0])
-               / (2 * step) for e in np.eye(size)]
+    numeric = [(loss_and_gradient(theta + step * e)[0] - loss_and_gradient(theta - step * e)[0]) /
+               (2 * step) for e in np.eye(size)]
     self.assertAllClose(gradient, numeric, atol=1e-7)
 
   def test_the_minimum_is_stationary_and_below_any_other_point(self):
@@ -49,17 +48,24 @@ class WriteOptimumTest(tf.test.TestCase):
   def test_the_figures_examples_and_their_minimum_are_written(self):
     base = pathlib.Path(self.get_temp_dir())
     rng = np.random.default_rng(0)
-    np.savez(base / 'mnist.npz', x_train=rng.integers(0, 256, (1000, 28, 28), dtype=np.uint8),
+    np.savez(base / 'mnist.npz',
+             x_train=rng.integers(0, 256, (1000, 28, 28), dtype=np.uint8),
              y_train=(np.arange(1000) % 10).astype(np.uint8),
              x_test=rng.integers(0, 256, (50, 28, 28), dtype=np.uint8),
              y_test=(np.arange(50) % 10).astype(np.uint8))
-    figure = spec.Figure(
-        name='convex', title='t', paper='p',
-        grids=(spec.Grid('R{keep_percent}', dict(task='mnist_logreg', source='npz',
-                                                 data_path='{data}/mnist.npz', total_clients=20,
-                                                 num_clients=2), 10,
-                         dict(keep_percent=(1.0,))),),
-        draw=(spec.SparsityScaling(('flare', 'ec'), gaps=(0.1,), sparse_at_most=0.01),))
+    figure = spec.Figure(name='convex',
+                         title='t',
+                         paper='p',
+                         grids=(spec.Grid(
+                             'R{keep_percent}',
+                             dict(task='mnist_logreg',
+                                  source='npz',
+                                  data_path='{data}/mnist.npz',
+                                  total_clients=20,
+                                  num_clients=2), 10, dict(keep_percent=(1.0,))),),
+                         draw=(spec.SparsityScaling(('flare', 'ec'),
+                                                    gaps=(0.1,),
+                                                    sparse_at_most=0.01),))
     self.assertTrue(optimum.needs_optimum(figure))
     x, y = optimum.objective_data(figure, str(base))
     self.assertEqual(x.shape, (100, 784))  # The 2 clients in use of 20, 50 images each.

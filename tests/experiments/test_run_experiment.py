@@ -21,21 +21,28 @@ from tff_flare.experiment import config as config_lib
 
 _BINARY = [sys.executable, '-m', 'experiments.run_experiment']
 # TFF's own algorithms on TFF's runtime beside these: tests/execution/test_inprocess.py.
-_FLAGS = ['--task=digits_demo', '--algorithms=flare,ec_ffl',
-          '--clients_per_round=3', '--rounds=4', '--eval_every=2', '--checkpoint_every=1',
-          '--execution=inprocess']
+_FLAGS = [
+    '--task=digits_demo', '--algorithms=flare,ec_ffl', '--clients_per_round=3', '--rounds=4',
+    '--eval_every=2', '--checkpoint_every=1', '--execution=inprocess'
+]
 
 
 def _run(args, binary=_BINARY, timeout_s=600):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-  return subprocess.run(binary + args, capture_output=True, text=True, timeout=timeout_s,
-                        env=env, check=False)
+  return subprocess.run(binary + args,
+                        capture_output=True,
+                        text=True,
+                        timeout=timeout_s,
+                        env=env,
+                        check=False)
 
 
 def _rows(output_dir):
   with open(pathlib.Path(output_dir) / 'metrics.csv', newline='') as f:
-    return {int(r['round']): {k: v for k, v in r.items() if 'seconds' not in k}
-            for r in csv.DictReader(f)}
+    return {
+        int(r['round']): {k: v for k, v in r.items() if 'seconds' not in k
+                         } for r in csv.DictReader(f)
+    }
 
 
 class ResumeTest(tf.test.TestCase):
@@ -48,8 +55,11 @@ class ResumeTest(tf.test.TestCase):
 
     killed = os.path.join(base, 'killed')
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-    child = subprocess.Popen(_BINARY + _FLAGS + [f'--output_dir={killed}'], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(_BINARY + _FLAGS + [f'--output_dir={killed}'],
+                             env=env,
+                             stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE,
+                             text=True)
     for line in child.stdout:
       if line.startswith('round 2 '):
         break
@@ -76,19 +86,23 @@ class MemoryTest(tf.test.TestCase):
     self.assertEqual(result.returncode, 2, result.stderr[-3000:])
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     self.assertLen(lines, 1, result.stderr)
-    self.assertRegex(lines[0], r'^error: This run needs about [\d.]+ GiB .* more than the '
-                     r'0\.2 GiB it may use; it would not finish\. What fits: ')
+    self.assertRegex(
+        lines[0], r'^error: This run needs about [\d.]+ GiB .* more than the '
+        r'0\.2 GiB it may use; it would not finish\. What fits: ')
     self.assertFalse(os.path.exists(os.path.join(output, 'config.json')))
 
   def test_a_knob_no_algorithm_of_the_run_takes_is_refused(self):
     output = os.path.join(self.get_temp_dir(), 'unused_knob')
-    result = _run(['--output_dir=' + output, '--algorithms=ec_ffl,fedavg', '--topk_rule=global',
-                   '--rounds=1'])
+    result = _run([
+        '--output_dir=' + output, '--algorithms=ec_ffl,fedavg', '--topk_rule=global', '--rounds=1'
+    ])
     self.assertEqual(result.returncode, 2, result.stderr[-3000:])
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    self.assertEqual(lines, ['error: --topk_rule given, but no algorithm of this run (ec_ffl, '
-                             'fedavg) takes it: topk_rule is a knob of flare, ec, ec_fedprox, '
-                             'ef21, ef21_dense.'])
+    self.assertEqual(lines, [
+        'error: --topk_rule given, but no algorithm of this run (ec_ffl, '
+        'fedavg) takes it: topk_rule is a knob of flare, ec, ec_fedprox, '
+        'ef21, ef21_dense.'
+    ])
     self.assertFalse(os.path.exists(os.path.join(output, 'config.json')))
 
   def test_the_run_records_its_estimated_and_measured_peak(self):
@@ -110,8 +124,7 @@ class PresetTest(tf.test.TestCase):
       config = presets.config_from_preset(name, self.get_temp_dir())
       config_lib.validate(config)
     config = presets.config_from_preset('cnn_unavailable_3', self.get_temp_dir(), rounds=7)
-    self.assertEqual((config.rounds, config.clients_per_round, config.keep_percent),
-                     (7, 3, 0.001))
+    self.assertEqual((config.rounds, config.clients_per_round, config.keep_percent), (7, 3, 0.001))
     self.assertIn('ef21_dense', config.algorithms)
     with self.assertRaisesRegex(config_lib.ConfigError, 'Unknown preset'):
       presets.config_from_preset('nope', self.get_temp_dir())

@@ -25,27 +25,26 @@ class MaskingGridTest(tf.test.TestCase):
     flags.FLAGS(['test', '--output_dir=unused'])
 
   def test_partition_names(self):
-    self.assertEqual(spec.partition_option('dir0.5').flags,
-                     dict(partition='dirichlet', alpha=0.5))
-    self.assertEqual(spec.partition_option('qskew100').flags,
-                     dict(partition='quantity_skew', ratio=100.0))
+    self.assertEqual(spec.partition_option('dir0.5').flags, dict(partition='dirichlet', alpha=0.5))
+    self.assertEqual(
+        spec.partition_option('qskew100').flags, dict(partition='quantity_skew', ratio=100.0))
     with self.assertRaisesRegex(ValueError, 'Unknown partition'):
       spec.partition_option('pathological')
 
   def test_cells_follow_the_spec(self):
     full = run_masking_grid.cell_run('fullbatch', 'dir0.1')
     self.assertEqual(full.binary, 'experiments.run_masking')  # The study's defaults.
-    self.assertEqual((full.name, full.flags['batch_size'], full.flags['partition'],
-                      full.flags['alpha'], full.flags['algorithms']),
-                     ('fullbatch_dir0.1', 0, 'dirichlet', 0.1,
-                      'mask_none,mask_independent,mask_synchronized'))
+    self.assertEqual(
+        (full.name, full.flags['batch_size'], full.flags['partition'], full.flags['alpha'],
+         full.flags['algorithms']),
+        ('fullbatch_dir0.1', 0, 'dirichlet', 0.1, 'mask_none,mask_independent,mask_synchronized'))
     mini = run_masking_grid.cell_run('minibatch', 'iid')
     self.assertEqual((mini.flags['batch_size'], mini.flags['partition']), (32, 'iid'))
 
   def test_processes_flag_chooses_what_a_cell_trains(self):
     with flagsaver.flagsaver(processes=['mask_none']):
-      self.assertEqual(run_masking_grid.cell_run('minibatch', 'iid').flags['algorithms'],
-                       'mask_none')
+      self.assertEqual(
+          run_masking_grid.cell_run('minibatch', 'iid').flags['algorithms'], 'mask_none')
     for bad in (['flare'], ['mask_none', 'fedavg']):
       with flagsaver.flagsaver(processes=bad):
         with self.assertRaisesRegex(ValueError, 'choose from mask_none'):
@@ -78,8 +77,7 @@ class MaskingGridTest(tf.test.TestCase):
     schedule._record_flags(run, root / 'grid' / run.name)  # pylint: disable=protected-access
     (root / 'grid' / run.name / 'summary.json').write_text('{"rounds": 10}')
     lines = []
-    self.assertEqual(schedule.execute([(figure, run)], root, '', log=lines.append, pin=False),
-                     0)
+    self.assertEqual(schedule.execute([(figure, run)], root, '', log=lines.append, pin=False), 0)
     self.assertIn('finished (10 rounds), skipped', lines[-1])
     with flagsaver.flagsaver(keep_probability=0.9, local_training=['minibatch'],
                              partitions=['iid']):
@@ -90,11 +88,16 @@ class MaskingGridTest(tf.test.TestCase):
 
   def test_table_from_a_finished_cell(self):
     base = pathlib.Path(self.get_temp_dir())
-    config = config_lib.ExperimentConfig(
-        output_dir=str(base / 'minibatch_iid'), task='digits_demo',
-        algorithms=('mask_none', 'mask_independent', 'mask_synchronized'), rounds=4,
-        eval_every=2, clients_per_round=5, keep_probability=0.7, num_mask_draws=2,
-        execution='inprocess')
+    config = config_lib.ExperimentConfig(output_dir=str(base / 'minibatch_iid'),
+                                         task='digits_demo',
+                                         algorithms=('mask_none', 'mask_independent',
+                                                     'mask_synchronized'),
+                                         rounds=4,
+                                         eval_every=2,
+                                         clients_per_round=5,
+                                         keep_probability=0.7,
+                                         num_mask_draws=2,
+                                         execution='inprocess')
     summary = runner.run_experiment(config, log=lambda _: None)
     markdown = charts.masking_table([base / 'minibatch_iid'], base)
     self.assertEqual(markdown.count('| minibatch_iid |'), 3)
@@ -106,16 +109,16 @@ class MaskingGridTest(tf.test.TestCase):
     with open(base / 'grid.csv') as f:
       table = list(csv.DictReader(f))
     for row in table:
-      for key in ('mean_s', 'second_half_s', 'second_half_s_normalized', 's_max',
-                  'final_accuracy'):
+      for key in ('mean_s', 'second_half_s', 'second_half_s_normalized', 's_max', 'final_accuracy'):
         row[key] = float(row[key])
     with open(base / 'minibatch_iid' / 'metrics.csv') as f:
       rows = list(csv.DictReader(f))
     prefix = 'mask_synchronized/train/aggregator/survival/'
     survival = [float(r[prefix + 'survival']) for r in rows if r[prefix + 'survival']]
     self.assertLen(survival, 4)
-    normalized = [float(r[prefix + 'survival_normalized']) for r in rows
-                  if r[prefix + 'survival_normalized']]
+    normalized = [
+        float(r[prefix + 'survival_normalized']) for r in rows if r[prefix + 'survival_normalized']
+    ]
     sync_row = [r for r in table if r['process'] == 'mask_synchronized'][0]
     self.assertAlmostEqual(sync_row['mean_s'], statistics.mean(survival))
     self.assertAlmostEqual(sync_row['second_half_s'], statistics.mean(survival[2:]))

@@ -21,17 +21,25 @@ class SelectTest(tf.test.TestCase):
 
   def test_joins_reaching_and_where(self):
     base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
-    figure = spec.Figure('fig', 'a figure', 'FLARE: test', grids=(
-        spec.Grid('seed{seed}', dict(algorithms='flare,ec'), 300, dict(seed=(0, 1))),
-        spec.Grid('long_seed{seed}', dict(algorithms='flare'), 1000, dict(seed=(0,)),
-                  joins='seed{seed}'),
-        spec.Grid('other_R', dict(algorithms='flare', keep_percent=0.1), 300)))
+    figure = spec.Figure('fig',
+                         'a figure',
+                         'FLARE: test',
+                         grids=(spec.Grid('seed{seed}', dict(algorithms='flare,ec'), 300,
+                                          dict(seed=(0, 1))),
+                                spec.Grid('long_seed{seed}',
+                                          dict(algorithms='flare'),
+                                          1000,
+                                          dict(seed=(0,)),
+                                          joins='seed{seed}'),
+                                spec.Grid('other_R', dict(algorithms='flare', keep_percent=0.1),
+                                          300)))
     for seed in (0, 1):
       synthetic_runs.write_run(base / 'fig' / f'seed{seed}', {
-          'flare': _constant(0.5 + seed / 10), 'ec': _constant(0.2)}, dict(_CONFIG, seed=seed),
-                               300, range(0, 301, 100))
-    synthetic_runs.write_run(base / 'fig' / 'long_seed0', {'flare': _constant(0.9)}, _CONFIG,
-                             1000, range(0, 1001, 100))
+          'flare': _constant(0.5 + seed / 10),
+          'ec': _constant(0.2)
+      }, dict(_CONFIG, seed=seed), 300, range(0, 301, 100))
+    synthetic_runs.write_run(base / 'fig' / 'long_seed0', {'flare': _constant(0.9)}, _CONFIG, 1000,
+                             range(0, 1001, 100))
     synthetic_runs.write_run(base / 'fig' / 'other_R', {'flare': _constant(0.3)},
                              dict(_CONFIG, keep_percent=0.1), 300, range(0, 301, 100))
     results = runs.Results(base, [figure])

@@ -19,16 +19,22 @@ from experiments import spec
 from tff_flare.experiment import run_files
 from tff_flare.simulation import files
 
-_FLAGS = dict(task='digits_demo', algorithms='fedavg', eval_every=1, checkpoint_every=1,
+_FLAGS = dict(task='digits_demo',
+              algorithms='fedavg',
+              eval_every=1,
+              checkpoint_every=1,
               clients_per_round=3)
 
 
 def _tiny_figure(rounds: int = 2, seeds=(0, 1)) -> spec.Figure:
-  return spec.Figure(
-      name='tiny', title='a tiny figure', paper='Ours: a test', reading='Two seeds.',
-      grids=(spec.Grid('seed{seed}', _FLAGS, rounds, dict(seed=seeds)),),
-      draw=(spec.SeedCurves(dict(curves=spec.Group('tiny', ('seed0', 'seed1'), (1, 2)))),),
-      image='curves.png')
+  return spec.Figure(name='tiny',
+                     title='a tiny figure',
+                     paper='Ours: a test',
+                     reading='Two seeds.',
+                     grids=(spec.Grid('seed{seed}', _FLAGS, rounds, dict(seed=seeds)),),
+                     draw=(spec.SeedCurves(
+                         dict(curves=spec.Group('tiny', ('seed0', 'seed1'), (1, 2)))),),
+                     image='curves.png')
 
 
 def _rounds_in_csv(run_dir: pathlib.Path) -> list[int]:
@@ -48,7 +54,10 @@ def _alive(pid: int) -> bool:
 def _repository_state() -> str:
   """The tracked files' changes and the untracked files, as git sees them."""
   return subprocess.run(['git', 'status', '--porcelain', '--untracked-files=all'],
-                        cwd=schedule.ROOT, capture_output=True, text=True, check=True).stdout
+                        cwd=schedule.ROOT,
+                        capture_output=True,
+                        text=True,
+                        check=True).stdout
 
 
 class ScheduleTest(tf.test.TestCase):
@@ -63,13 +72,12 @@ class ScheduleTest(tf.test.TestCase):
     self.assertEqual([run.name for _, run in shard_0], ['seed0'])
     self.assertEqual([run.name for _, run in schedule.shard_runs(pairs, (1, 2))], ['seed1'])
     # A piece: shard 0's run, up to round 1 only.
-    self.assertEqual(schedule.execute(shard_0, results, '', log=lines.append, pin=False,
-                                      until_round=1), 0)
+    self.assertEqual(
+        schedule.execute(shard_0, results, '', log=lines.append, pin=False, until_round=1), 0)
     self.assertEqual(run_files.rounds_done(results / 'tiny' / 'seed0'), 1)
     self.assertFalse((results / 'tiny' / 'seed1').exists())  # The other shard's.
     # The whole figure: seed0 resumes from its checkpoint, seed1 starts; both at once.
-    self.assertEqual(schedule.execute(pairs, results, '', jobs=2, log=lines.append,
-                                      pin=False), 0)
+    self.assertEqual(schedule.execute(pairs, results, '', jobs=2, log=lines.append, pin=False), 0)
     for name in ('seed0', 'seed1'):
       self.assertEqual(run_files.rounds_done(results / 'tiny' / name), 2)
       self.assertEqual(_rounds_in_csv(results / 'tiny' / name), [0, 1, 2])  # Each round once.
@@ -81,8 +89,9 @@ class ScheduleTest(tf.test.TestCase):
     # Finished: skipped, no process started.
     lines.clear()
     self.assertEqual(schedule.execute(pairs, results, '', log=lines.append, pin=False), 0)
-    self.assertEqual(lines, ['tiny/seed0: finished (2 rounds), skipped',
-                             'tiny/seed1: finished (2 rounds), skipped'])
+    self.assertEqual(
+        lines,
+        ['tiny/seed0: finished (2 rounds), skipped', 'tiny/seed1: finished (2 rounds), skipped'])
     # Another seed in a finished run's directory: refused before anything runs.
     changed = _tiny_figure(seeds=(0, 5))
     changed_pairs = [(changed, dataclasses.replace(changed.runs[1], name='seed1'))]
@@ -126,11 +135,19 @@ class ScheduleTest(tf.test.TestCase):
     # A committed run recorded /work/shared/datasets/mnist.npz: a reader has no such path.
     results = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir())) / 'results'
     data = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir())).resolve()
-    figure = spec.Figure(name='npz', title='t', paper='Ours: a test', grids=(spec.Grid(
-        'seed0', dict(task='mnist_cnn', source='npz', data_path='{data}/mnist.npz'), 1),))
+    figure = spec.Figure(name='npz',
+                         title='t',
+                         paper='Ours: a test',
+                         grids=(spec.Grid(
+                             'seed0',
+                             dict(task='mnist_cnn', source='npz', data_path='{data}/mnist.npz'),
+                             1),))
     lines = []
-    schedule.execute(schedule.runs_shown([figure], [figure]), results, str(data),
-                     log=lines.append, pin=False)  # Fails: there is no mnist.npz there.
+    schedule.execute(schedule.runs_shown([figure], [figure]),
+                     results,
+                     str(data),
+                     log=lines.append,
+                     pin=False)  # Fails: there is no mnist.npz there.
     started = next(line for line in lines  # Shell quotes left out (xdist's temp dirs need them).
                    if line.startswith('npz/seed0: ')).replace("'", '')
     self.assertIn(f'--data_path={os.path.relpath(data)}/mnist.npz ', started)
@@ -140,8 +157,8 @@ class ScheduleTest(tf.test.TestCase):
     run = spec.Run('r', dict(source='npz', data_path='{data}/mnist.npz'), 3)
     args = schedule.command(run, pathlib.Path('out/r'), '/d/')
     self.assertIn('--data_path=/d/mnist.npz', args)
-    self.assertEqual(schedule.printable(args).split()[:3], ['python', '-m',
-                                                            'experiments.run_experiment'])
+    self.assertEqual(
+        schedule.printable(args).split()[:3], ['python', '-m', 'experiments.run_experiment'])
 
   def test_a_run_ends_resumable_when_the_scheduler_is_killed(self):
     # SIGKILL (no handler can run): the kernel gives the run SIGINT, as Ctrl-C would.
@@ -154,9 +171,11 @@ class ScheduleTest(tf.test.TestCase):
         schedule.execute([(figure, figure.runs[0])], pathlib.Path({str(results)!r}), '',
                          pin=False)
         """)
-    scheduler = subprocess.Popen([sys.executable, '-c', script], cwd=schedule.ROOT,
+    scheduler = subprocess.Popen([sys.executable, '-c', script],
+                                 cwd=schedule.ROOT,
                                  env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'),
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                 stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
     run_dir = results / 'tiny' / 'seed0'
     deadline = time.monotonic() + 240
     while not (run_dir / 'checkpoints' / 'program_state_2').exists():
@@ -174,11 +193,9 @@ class ScheduleTest(tf.test.TestCase):
   def test_a_failed_run_is_reported(self):
     results = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
     figure = _tiny_figure(rounds=1)
-    bad = dataclasses.replace(figure.runs[0], flags=dict(figure.runs[0].flags,
-                                                         learning_rate=-1))
+    bad = dataclasses.replace(figure.runs[0], flags=dict(figure.runs[0].flags, learning_rate=-1))
     lines = []
-    self.assertEqual(schedule.execute([(figure, bad)], results, '', log=lines.append,
-                                      pin=False), 2)
+    self.assertEqual(schedule.execute([(figure, bad)], results, '', log=lines.append, pin=False), 2)
     self.assertIn('learning_rate must be > 0', lines[-1])
 
   def test_a_crash_is_named_by_its_signal_not_the_fault_handler_last_line(self):
@@ -205,8 +222,10 @@ class ScheduleTest(tf.test.TestCase):
 
   def test_costs_measured_and_estimated(self):
     figure = _tiny_figure(rounds=10)
-    statuses = [schedule.RunStatus(figure, figure.runs[0], 4, 2.0),
-                schedule.RunStatus(figure, figure.runs[1], 0, None)]
+    statuses = [
+        schedule.RunStatus(figure, figure.runs[0], 4, 2.0),
+        schedule.RunStatus(figure, figure.runs[1], 0, None)
+    ]
     costs = schedule.costs(statuses)
     self.assertEqual(costs[('tiny', 'seed0')], schedule.Cost(20.0, 12.0, True))
     self.assertEqual(costs[('tiny', 'seed1')], schedule.Cost(20.0, 20.0, False))
@@ -218,8 +237,8 @@ class ScheduleTest(tf.test.TestCase):
   def test_recorded_peaks_and_logged_estimates_that_are_not_numbers_are_unknown(self):
     run_dir = pathlib.Path(self.get_temp_dir()) / 'peaks'
     run_dir.mkdir()
-    for value, expected in ((1.5, 1.5), (True, None), ('2', None), (float('inf'), None),
-                            (-1, None), (None, None)):
+    for value, expected in ((1.5, 1.5), (True, None), ('2', None), (float('inf'), None), (-1, None),
+                            (None, None)):
       (run_dir / 'summary.json').write_text(json.dumps(dict(memory=dict(peak_gib=value))))
       self.assertEqual(run_files.peak_gib(run_dir), expected, value)
     log = run_dir / 'log.txt'
@@ -235,8 +254,14 @@ class ScheduleTest(tf.test.TestCase):
     lines = []
     # The first run's estimate (TensorFlow alone holds about 0.4 GiB, the digits' MLP next to
     # nothing) leaves the second too little beside it.
-    self.assertEqual(schedule.execute(pairs, results, '', jobs=2, log=lines.append, pin=False,
-                                      memory_budget_gib=0.6), 0, lines)
+    self.assertEqual(
+        schedule.execute(pairs,
+                         results,
+                         '',
+                         jobs=2,
+                         log=lines.append,
+                         pin=False,
+                         memory_budget_gib=0.6), 0, lines)
     # It started beside the first and refused itself, or was not started (too little left):
     # either way it ran alone after the first.
     starts = [i for i, line in enumerate(lines) if line.startswith('tiny/seed1: python')]

@@ -51,11 +51,12 @@ class CheckpointsTest(tf.test.TestCase, parameterized.TestCase):
     if kind == 'memory':
       store = client_state.ClientStateStore(_initial)
     else:
-      store = client_state.DiskClientStateStore(_initial,
-                                                tempfile.mkdtemp(dir=self.get_temp_dir()))
+      store = client_state.DiskClientStateStore(_initial, tempfile.mkdtemp(dir=self.get_temp_dir()))
     stateless = client_state.ClientStateStore(lambda: ())  # FedAvg: no client state.
-    return [_Run('ec', [np.float32(0.0), np.zeros(4, np.float32)], store),
-            _Run('fedavg', [np.float32(0.0)], stateless)]
+    return [
+        _Run('ec', [np.float32(0.0), np.zeros(4, np.float32)], store),
+        _Run('fedavg', [np.float32(0.0)], stateless)
+    ]
 
   def _directory(self):
     return os.path.join(tempfile.mkdtemp(dir=self.get_temp_dir()), 'checkpoints')
@@ -83,8 +84,7 @@ class CheckpointsTest(tf.test.TestCase, parameterized.TestCase):
       runs[0].store.update(['b'], [_state(float(round_num))])
       checkpoints.save(round_num)
     self.assertEqual(sorted(os.listdir(directory)),
-                     ['client_states_2', 'client_states_3', 'program_state_2',
-                      'program_state_3'])
+                     ['client_states_2', 'client_states_3', 'program_state_2', 'program_state_3'])
     # Two leaves for each of the three clients, in client order: b's second leaf is 5.
     arrays = pathlib.Path(directory, 'client_states_3', 'ec')
     self.assertLen(list(arrays.glob('*.npy')), 6)
@@ -93,7 +93,8 @@ class CheckpointsTest(tf.test.TestCase, parameterized.TestCase):
     # The program state itself holds only the round and the server states.
     # (A load checks the structure: with a `clients` entry in it this would raise.)
     template = collections.OrderedDict(
-        round=np.int64(0), ec=collections.OrderedDict(server=[np.float32(0), np.zeros(4)]),
+        round=np.int64(0),
+        ec=collections.OrderedDict(server=[np.float32(0), np.zeros(4)]),
         fedavg=collections.OrderedDict(server=[np.float32(0)]))
     saved = asyncio.run(tff.program.FileProgramStateManager(directory).load(3, template))
     self.assertEqual(saved['round'], 3)
@@ -106,7 +107,7 @@ class CheckpointsTest(tf.test.TestCase, parameterized.TestCase):
     checkpoints = checkpoints_lib.Checkpoints(directory, runs, _IDS)
     checkpoints.save(1)
     stale = pathlib.Path(directory, 'client_states_2', 'ec')  # Crashed before its program
-    stale.mkdir(parents=True)                                 # state was written.
+    stale.mkdir(parents=True)  # state was written.
     np.save(stale / '0.npy', np.full((2, 3), 99.0, np.float32))
     self.assertEqual(checkpoints.restore(), 1)  # Only complete checkpoints count.
     runs[0].store.update(['a'], [_state(4.0)])
@@ -121,9 +122,10 @@ class CheckpointsTest(tf.test.TestCase, parameterized.TestCase):
     checkpoints.save(2)
     for path in pathlib.Path(directory, 'client_states_2', 'ec').iterdir():
       path.unlink()
-    with self.assertRaisesRegex(checkpoints_lib.CheckpointError,
-                                r'The checkpoint after round 1 cannot be restored .*no client '
-                                r'states.* resume from the checkpoint after round 0\.'):
+    with self.assertRaisesRegex(
+        checkpoints_lib.CheckpointError,
+        r'The checkpoint after round 1 cannot be restored .*no client '
+        r'states.* resume from the checkpoint after round 0\.'):
       checkpoints.restore()
 
   def test_a_save_that_cannot_write_leaves_nothing_and_says_so(self):
@@ -135,9 +137,9 @@ class CheckpointsTest(tf.test.TestCase, parameterized.TestCase):
       raise OSError('8192 requested and 7648 written')
 
     with mock.patch.object(np, 'save', full_disk):
-      with self.assertRaisesRegex(checkpoints_lib.SaveError,
-                                  r'The checkpoint after round 1 could not be written .*8192 '
-                                  r'requested.* resume from the checkpoint after round 0\.'):
+      with self.assertRaisesRegex(
+          checkpoints_lib.SaveError, r'The checkpoint after round 1 could not be written .*8192 '
+          r'requested.* resume from the checkpoint after round 0\.'):
         checkpoints.save(2)
     self.assertEqual(sorted(p.name for p in pathlib.Path(directory).iterdir()),
                      ['client_states_1', 'program_state_1'])

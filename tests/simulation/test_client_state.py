@@ -13,13 +13,15 @@ from tff_flare.simulation import client_state
 
 
 def _initial():
-  return collections.OrderedDict(accumulator=[np.zeros((2, 3), np.float32),
-                                              np.zeros((3,), np.float32)])
+  return collections.OrderedDict(
+      accumulator=[np.zeros((
+          2, 3), np.float32), np.zeros((3,), np.float32)])
 
 
 def _state(value):
-  return collections.OrderedDict(accumulator=[np.full((2, 3), value, np.float32),
-                                              np.full((3,), value, np.float32)])
+  return collections.OrderedDict(
+      accumulator=[np.full((2, 3), value, np.float32),
+                   np.full((3,), value, np.float32)])
 
 
 class ClientStateStoreTest(tf.test.TestCase, parameterized.TestCase):
@@ -42,8 +44,9 @@ class ClientStateStoreTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.parameters('memory', 'disk', 'files')
   def test_update_only_touches_given_clients(self, kind):
     store = self._store(kind)
-    new = collections.OrderedDict(accumulator=[np.ones((2, 3), np.float32),
-                                               np.ones((3,), np.float32)])
+    new = collections.OrderedDict(
+        accumulator=[np.ones((
+            2, 3), np.float32), np.ones((3,), np.float32)])
     store.update(['a'], [new])
     self.assertAllEqual(store.get('a')['accumulator'][1], np.ones(3))
     self.assertAllEqual(store.get('b')['accumulator'][1], np.zeros(3))
@@ -53,10 +56,12 @@ class ClientStateStoreTest(tf.test.TestCase, parameterized.TestCase):
   def test_mismatched_structure_shape_dtype(self, kind):
     store = self._store(kind)
     bad_structure = collections.OrderedDict(accumulator=[np.zeros((2, 3), np.float32)])
-    bad_shape = collections.OrderedDict(accumulator=[np.zeros((3, 2), np.float32),
-                                                     np.zeros((3,), np.float32)])
-    bad_dtype = collections.OrderedDict(accumulator=[np.zeros((2, 3), np.float64),
-                                                     np.zeros((3,), np.float32)])
+    bad_shape = collections.OrderedDict(
+        accumulator=[np.zeros((
+            3, 2), np.float32), np.zeros((3,), np.float32)])
+    bad_dtype = collections.OrderedDict(
+        accumulator=[np.zeros((
+            2, 3), np.float64), np.zeros((3,), np.float32)])
     for bad in (bad_structure, bad_shape, bad_dtype):
       with self.assertRaisesRegex(client_state.ClientStateMismatchError, "'a'"):
         store.update(['a'], [bad])
@@ -176,8 +181,7 @@ class DiskClientStateStoreTest(tf.test.TestCase):
       memory.restore_checkpoint_arrays(['a'], saved)
     # The other way works: a checkpoint of states in memory is written out as files.
     memory.update(['a'], [_state(5.0)])
-    moved = client_state.DiskClientStateStore(_initial, tempfile.mkdtemp(
-        dir=self.get_temp_dir()))
+    moved = client_state.DiskClientStateStore(_initial, tempfile.mkdtemp(dir=self.get_temp_dir()))
     moved.restore_checkpoint_arrays(['a'], memory.checkpoint_arrays(['a']))
     self.assertAllEqual(moved.get('a')['accumulator'][1], np.full((3,), 5.0))
     for root, _, files in os.walk(directory):

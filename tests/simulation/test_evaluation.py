@@ -21,8 +21,7 @@ class EvaluationTest(tf.test.TestCase):
     evaluate = evaluation.build_evaluate_fn(tiny_models.softmax_model_fn(), test)
     kernel = rng.normal(size=(4, 3)).astype(np.float32)
     bias = np.array([0.1, -0.2, 0.3], np.float32)
-    result = evaluate(tff.learning.models.ModelWeights(trainable=[kernel, bias],
-                                                       non_trainable=[]))
+    result = evaluate(tff.learning.models.ModelWeights(trainable=[kernel, bias], non_trainable=[]))
     logits = x @ kernel + bias
     log_probs = logits - np.log(np.sum(np.exp(logits), axis=1, keepdims=True))
     self.assertAllClose(result['loss'], -np.mean(log_probs[np.arange(10), y[:, 0]]), rtol=1e-5)
@@ -38,8 +37,7 @@ class EvaluationTest(tf.test.TestCase):
     tff_eval = tff.learning.algorithms.build_fed_eval(model_fn)
     state = tff_eval.initialize()
     weights = tff_eval.get_model_weights(state)
-    metrics = tff_eval.next(state, [test]).metrics['client_work']['eval'][
-        'current_round_metrics']
+    metrics = tff_eval.next(state, [test]).metrics['client_work']['eval']['current_round_metrics']
     ours = evaluation.build_evaluate_fn(model_fn, test)(weights)
     self.assertAllClose(ours['loss'], metrics['loss'], rtol=1e-6)
     self.assertEqual(ours['accuracy'], metrics['sparse_categorical_accuracy'])
@@ -48,8 +46,8 @@ class EvaluationTest(tf.test.TestCase):
   def test_stateful_gru_starts_every_evaluation_from_zero_state(self):
     rng = np.random.default_rng(2)
     ids = rng.integers(0, models.SHAKESPEARE_VOCAB_SIZE, size=(2, 8, 101)).astype(np.int64)
-    test = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(x=ids[:, :, :-1],
-                                                                      y=ids[:, :, 1:]))
+    test = tf.data.Dataset.from_tensor_slices(
+        collections.OrderedDict(x=ids[:, :, :-1], y=ids[:, :, 1:]))
     model_fn = models.shakespeare_model_fn(seed=0, units=16)
     evaluate = evaluation.build_evaluate_fn(model_fn, test)
     with tf.Graph().as_default():

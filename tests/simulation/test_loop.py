@@ -39,7 +39,8 @@ class _Check(loop.Hook):
 class RunRoundsTest(tf.test.TestCase):
 
   def test_unsampled_state_unchanged_sampled_state_matches_next(self):
-    process = ec.build_ec(tiny_models.softmax_model_fn(), keep_percent=20.0,
+    process = ec.build_ec(tiny_models.softmax_model_fn(),
+                          keep_percent=20.0,
                           client_optimizer=_OPTIMIZER)
     data = _client_data(4)
     sampler = sampling.build_client_sampler(data.client_ids, 2, seed=7)
@@ -67,21 +68,28 @@ class RunRoundsTest(tf.test.TestCase):
           states[cid] = new
           for got, want in zip(run.store.get(cid)['accumulator'], new['accumulator']):
             self.assertAllEqual(got, want)
-        snapshots.append({cid: [np.copy(t) for t in run.store.get(cid)['accumulator']]
-                          for cid in data.client_ids})
+        snapshots.append({
+            cid: [np.copy(t) for t in run.store.get(cid)['accumulator']] for cid in data.client_ids
+        })
         self.assertEqual(row['ec']['bytes_uploaded'], 2 * 5 * 8)  # 5 (value, index) pairs.
         self.assertGreater(row['ec']['bytes_driver_workers'], 0)
 
       rows = hooks.CollectRows()
-      loop.run_rounds([run], loop.datasets_of(data), sampler, start_round=0, end_round=4,
-                      hooks=[_Check(check), rows], execution_stats=execution.stats)
+      loop.run_rounds([run],
+                      loop.datasets_of(data),
+                      sampler,
+                      start_round=0,
+                      end_round=4,
+                      hooks=[_Check(check), rows],
+                      execution_stats=execution.stats)
     self.assertLen(rows.rows, 5)  # 4 rounds and the end.
     self.assertLen(snapshots, 4)
     sampled = {cid for row in rows.rows for cid in row['clients']}
     self.assertGreater(len(sampled), 2)  # Different clients took part in different rounds.
 
   def test_mismatched_client_states_are_rejected(self):
-    process = ec.build_ec(tiny_models.softmax_model_fn(), keep_percent=20.0,
+    process = ec.build_ec(tiny_models.softmax_model_fn(),
+                          keep_percent=20.0,
                           client_optimizer=_OPTIMIZER)
     with modes.build_execution('inprocess') as execution:
       run = loop.AlgorithmRun('ec', process, execution)
@@ -91,7 +99,8 @@ class RunRoundsTest(tf.test.TestCase):
   def test_runs_share_given_initial_weights_in_every_mode(self):
     model_fn = tiny_models.softmax_model_fn()
     weights = tff.learning.models.ModelWeights(
-        trainable=[np.full((4, 3), 0.5, np.float32), np.arange(3, dtype=np.float32)],
+        trainable=[np.full((4, 3), 0.5, np.float32),
+                   np.arange(3, dtype=np.float32)],
         non_trainable=[])
     for mode in ('local', 'inprocess'):
       with modes.build_execution(mode) as execution:
@@ -102,8 +111,10 @@ class RunRoundsTest(tf.test.TestCase):
             self.assertAllEqual(got, want)
 
   def test_test_loss_is_recorded_before_each_round(self):
-    process = ec_ffl.build_ec_ffl(tiny_models.softmax_model_fn(), keep_percent=20.0,
-                                  local_epochs=1, client_optimizer=_OPTIMIZER)
+    process = ec_ffl.build_ec_ffl(tiny_models.softmax_model_fn(),
+                                  keep_percent=20.0,
+                                  local_epochs=1,
+                                  client_optimizer=_OPTIMIZER)
     losses = iter([2.0, 1.0, 0.25])
     evaluated = []
 
@@ -116,30 +127,43 @@ class RunRoundsTest(tf.test.TestCase):
     with modes.build_execution('inprocess') as execution:
       run = loop.AlgorithmRun('ec_ffl', process, execution)
       rows = hooks.CollectRows()
-      loop.run_rounds([run], loop.datasets_of(data), sampler, start_round=0, end_round=3,
+      loop.run_rounds([run],
+                      loop.datasets_of(data),
+                      sampler,
+                      start_round=0,
+                      end_round=3,
                       hooks=[hooks.TestLossFeedback(evaluate), rows])
     self.assertLen(evaluated, 3)
     # R' = R (L_ref / L)^(1/3): 20, 20 * 2^(1/3), 20 * 8^(1/3).
-    self.assertAllClose([r['ec_ffl']['train']['client_work']['keep_percent']
-                         for r in rows.rows[:3]],
-                        [20.0, 20.0 * 2**(1 / 3), 40.0], rtol=1e-6)
+    self.assertAllClose(
+        [r['ec_ffl']['train']['client_work']['keep_percent'] for r in rows.rows[:3]],
+        [20.0, 20.0 * 2**(1 / 3), 40.0],
+        rtol=1e-6)
     # With the round's evaluation (every round here) the feedback reuses it: one a round.
     losses, evaluated[:] = iter([2.0, 1.0, 0.25, 0.25]), []
     with modes.build_execution('inprocess') as execution:
       run = loop.AlgorithmRun('ec_ffl', process, execution)
       rows = hooks.CollectRows()
-      loop.run_rounds([run], loop.datasets_of(data), sampler, start_round=0, end_round=3,
-                      hooks=[hooks.Evaluation(evaluate, 1), hooks.TestLossFeedback(evaluate),
-                             rows])
+      loop.run_rounds([run],
+                      loop.datasets_of(data),
+                      sampler,
+                      start_round=0,
+                      end_round=3,
+                      hooks=[hooks.Evaluation(evaluate, 1),
+                             hooks.TestLossFeedback(evaluate), rows])
     self.assertLen(evaluated, 4)  # Rounds 0, 1, 2 and the end: none twice.
-    self.assertAllClose([r['ec_ffl']['train']['client_work']['keep_percent']
-                         for r in rows.rows[:3]],
-                        [20.0, 20.0 * 2**(1 / 3), 40.0], rtol=1e-6)
+    self.assertAllClose(
+        [r['ec_ffl']['train']['client_work']['keep_percent'] for r in rows.rows[:3]],
+        [20.0, 20.0 * 2**(1 / 3), 40.0],
+        rtol=1e-6)
     with self.assertRaisesRegex(ValueError, 'ec_ffl adapt to the test loss: add a '
                                 'hooks.TestLossFeedback'):
       with modes.build_execution('inprocess') as execution:
         loop.run_rounds([loop.AlgorithmRun('ec_ffl', process, execution)],
-                        loop.datasets_of(data), sampler, start_round=0, end_round=1)
+                        loop.datasets_of(data),
+                        sampler,
+                        start_round=0,
+                        end_round=1)
 
   def test_a_round_of_only_nonfinite_clients_stops_the_run(self):
     process = fedavg.build_fedavg(tiny_models.softmax_model_fn(),
@@ -149,9 +173,12 @@ class RunRoundsTest(tf.test.TestCase):
       run = loop.AlgorithmRun('fedavg', process, execution)
       with self.assertRaisesRegex(hooks.NonFiniteRoundError,
                                   r'Round 0: every client of fedavg \(3\) returned non-finite'):
-        loop.run_rounds([run], loop.datasets_of(data),
-                        sampling.build_client_sampler(data.client_ids, 3, 0), start_round=0,
-                        end_round=2, hooks=[hooks.StopOnNonFiniteRound()])
+        loop.run_rounds([run],
+                        loop.datasets_of(data),
+                        sampling.build_client_sampler(data.client_ids, 3, 0),
+                        start_round=0,
+                        end_round=2,
+                        hooks=[hooks.StopOnNonFiniteRound()])
 
 
 if __name__ == '__main__':

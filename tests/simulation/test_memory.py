@@ -26,7 +26,8 @@ class SizesTest(tf.test.TestCase):
         ('a', tff.types.TensorType(np.float32, [3, 4])),
         ('b', tff.types.FederatedType(tff.types.TensorType(np.int64, [5]), tff.SERVER)),
         ('c', tff.types.SequenceType(tff.types.TensorType(np.float32, [2]))),
-        ('d', tff.types.TensorType(np.float32, [None, 2]))])
+        ('d', tff.types.TensorType(np.float32, [None, 2]))
+    ])
     self.assertEqual(memory.tff_type_bytes(spec), 48 + 40)
 
   def test_sizes_of_processes(self):
@@ -40,8 +41,9 @@ class SizesTest(tf.test.TestCase):
 
   def test_forward_pass_grows_with_the_batch(self):
     model_fn = tiny_models.softmax_model_fn()
-    batches = [memory.batch_spec(tiny_models.classification_dataset(0, 64, batch_size=b))
-               for b in (8, 64)]
+    batches = [
+        memory.batch_spec(tiny_models.classification_dataset(0, 64, batch_size=b)) for b in (8, 64)
+    ]
     self.assertEqual(batches[1]['x'].shape.as_list(), [64, 4])  # Read off the first batch.
     small, large = (memory.forward_bytes(model_fn, b) for b in batches)
     # At least the logits and the probabilities ([B, 3] float32 each), and the weights read
@@ -52,10 +54,15 @@ class SizesTest(tf.test.TestCase):
     self.assertEqual(sizes.forward, large)
     without = dataclasses.replace(sizes, forward=0)
     estimate = lambda s: memory.estimate_run(  # noqa: E731
-        {'flare': s}, clients_with_state=4, clients_per_round=4, threads=2, storage='memory',
-        execution='inprocess', base=0)
-    self.assertEqual(estimate(sizes).round - estimate(without).round,
-                     2 * memory.ACTIVATIONS_PER_FORWARD * large)
+        {'flare': s},
+        clients_with_state=4,
+        clients_per_round=4,
+        threads=2,
+        storage='memory',
+        execution='inprocess',
+        base=0)
+    self.assertEqual(
+        estimate(sizes).round - estimate(without).round, 2 * memory.ACTIVATIONS_PER_FORWARD * large)
 
   def test_batch_spec_of_an_empty_dataset(self):
     empty = tf.data.Dataset.from_tensor_slices(np.zeros((0, 4), np.float32)).batch(2)
@@ -69,17 +76,24 @@ class SizesTest(tf.test.TestCase):
 
 def _sizes(**kinds):
   model = 100 * 2**20
-  return {name: memory.ProcessSizes(model=model, server_state=model,
-                                    client_state=model if kind == 'stateful' else 0,
-                                    on_tff=kind == 'tff')
-          for name, kind in kinds.items()}
+  return {
+      name: memory.ProcessSizes(model=model,
+                                server_state=model,
+                                client_state=model if kind == 'stateful' else 0,
+                                on_tff=kind == 'tff') for name, kind in kinds.items()
+  }
 
 
 class EstimateTest(tf.test.TestCase):
 
   def _estimate(self, sizes, **changes):
-    options = dict(clients_with_state=10, clients_per_round=10, threads=2, storage='memory',
-                   execution='inprocess', base=2**30, evaluates=True)
+    options = dict(clients_with_state=10,
+                   clients_per_round=10,
+                   threads=2,
+                   storage='memory',
+                   execution='inprocess',
+                   base=2**30,
+                   evaluates=True)
     options.update(changes)
     return memory.estimate_run(sizes, **options)
 
@@ -91,8 +105,7 @@ class EstimateTest(tf.test.TestCase):
 
   def test_more_threads_more_memory_and_models_shared(self):
     sizes = _sizes(flare='stateful', fedavg='plain')
-    self.assertLess(self._estimate(sizes, threads=1).total,
-                    self._estimate(sizes, threads=2).total)
+    self.assertLess(self._estimate(sizes, threads=1).total, self._estimate(sizes, threads=2).total)
     # Two algorithms of one model share the client models: FedAvg adds its server state.
     alone = self._estimate(_sizes(flare='stateful'))
     self.assertEqual(self._estimate(sizes).resident - alone.resident, 100 * 2**20)
@@ -100,13 +113,11 @@ class EstimateTest(tf.test.TestCase):
   def test_each_algorithm_after_the_first_adds_what_the_allocator_keeps(self):
     # Measured on the FC: one round of 1, 3 and 5 algorithms at 4.55, 5.67 and 6.37 GiB.
     one = self._estimate(_sizes(flare='stateful'), storage='disk')
-    three = self._estimate(_sizes(flare='stateful', ec='stateful', ef21='stateful'),
-                           storage='disk')
-    self.assertEqual(three.round - one.round,
-                     2 * memory.KEPT_MODELS_PER_ALGORITHM * 100 * 2**20)
+    three = self._estimate(_sizes(flare='stateful', ec='stateful', ef21='stateful'), storage='disk')
+    self.assertEqual(three.round - one.round, 2 * memory.KEPT_MODELS_PER_ALGORITHM * 100 * 2**20)
     # TFF's own algorithms run in TFF's worker, not in this process's allocator.
-    self.assertEqual(self._estimate(_sizes(flare='stateful', tff_fedavg='tff'),
-                                    storage='disk').round, one.round)
+    self.assertEqual(
+        self._estimate(_sizes(flare='stateful', tff_fedavg='tff'), storage='disk').round, one.round)
 
   def test_tff_runtime_counted_only_where_it_runs_here(self):
     sizes = _sizes(tff_fedavg='tff')
@@ -115,8 +126,12 @@ class EstimateTest(tf.test.TestCase):
 
   def test_refusal_names_what_fits(self):
     sizes = _sizes(flare='stateful', ec='stateful')
-    common = dict(clients_with_state=10, clients_per_round=10, threads=2, storage='memory',
-                  execution='inprocess', evaluates=True)
+    common = dict(clients_with_state=10,
+                  clients_per_round=10,
+                  threads=2,
+                  storage='memory',
+                  execution='inprocess',
+                  evaluates=True)
     estimate, available, refusal = memory.plan(sizes, budget=2**50, **common)
     self.assertIsNone(refusal)
     base = memory.resident_bytes()

@@ -56,11 +56,12 @@ class TfdsSourceTest(tf.test.TestCase):
     self.assertEqual(loaded.x_train.shape, (6, 28, 28, 1))
     self.assertAllEqual(loaded.x_train[..., 0], arrays[0][0])  # Keras order, untouched.
     self.assertEqual(loaded.y_train.dtype, np.int64)
-    with mock.patch.object(tf.keras.datasets.cifar10, 'load_data',
+    with mock.patch.object(tf.keras.datasets.cifar10,
+                           'load_data',
                            side_effect=OSError('no network')):
-      with self.assertRaisesRegex(data_sources.DataSourceError,
-                                  r'cifar10.load_data\(\) failed \(OSError: no network\). '
-                                  'Without internet, use --source=npz'):
+      with self.assertRaisesRegex(
+          data_sources.DataSourceError, r'cifar10.load_data\(\) failed \(OSError: no network\). '
+          'Without internet, use --source=npz'):
         data_sources.load_images('cifar10')
 
   def test_shared_mnist_npz_is_in_keras_order(self):
@@ -111,20 +112,21 @@ class ChooseSourceTest(tf.test.TestCase):
     choose = data_sources.choose_source
     for name, path, source in (('mnist', 'm.npz', 'npz'), ('cifar10', 'c.NPZ', 'npz'),
                                ('cifar10', 'c.tar.gz', 'imagefolder'),
-                               ('cifar100', 'c.tgz', 'imagefolder'),
-                               ('cifar10', str(folder), 'imagefolder'),
-                               ('shakespeare', 'play.txt', 'text'),
-                               ('shakespeare', str(folder), 'tff')):  # TFF's cache folder.
+                               ('cifar100', 'c.tgz', 'imagefolder'), ('cifar10', str(folder),
+                                                                      'imagefolder'),
+                               ('shakespeare', 'play.txt', 'text'), ('shakespeare', str(folder),
+                                                                     'tff')):  # TFF's cache folder.
       self.assertEqual(choose(name, None, None, 'keras', path), source, path)
       self.assertEqual(choose(name, source, None, 'keras', path), source, path)
-    with self.assertRaisesRegex(data_sources.DataSourceError, r'^Which source reads '
-                                r'--data_path=m.csv\? Name it with --source \(npz or '
-                                r'imagefolder\)\.$'):
+    with self.assertRaisesRegex(
+        data_sources.DataSourceError, r'^Which source reads '
+        r'--data_path=m.csv\? Name it with --source \(npz or '
+        r'imagefolder\)\.$'):
       choose('mnist', None, None, 'keras', 'm.csv')
     for name, source in (('mnist', 'keras'), ('cifar10', 'tfds')):
-      with self.assertRaisesRegex(data_sources.DataSourceError,
-                                  f'^--data_path=x is read by npz or imagefolder, not by '
-                                  f'--source={source}, which would ignore it\\.$'):
+      with self.assertRaisesRegex(
+          data_sources.DataSourceError, f'^--data_path=x is read by npz or imagefolder, not by '
+          f'--source={source}, which would ignore it\\.$'):
         choose(name, source, None, 'keras', 'x')
 
 
@@ -133,8 +135,10 @@ class NpzSourceTest(tf.test.TestCase):
   def test_keras_layout(self):
     path = os.path.join(self.get_temp_dir(), 'mnist.npz')
     rng = np.random.default_rng(0)
-    np.savez(path, x_train=rng.integers(0, 255, (6, 28, 28), dtype=np.uint8),
-             y_train=np.arange(6, dtype=np.uint8), x_test=np.zeros((2, 28, 28), np.uint8),
+    np.savez(path,
+             x_train=rng.integers(0, 255, (6, 28, 28), dtype=np.uint8),
+             y_train=np.arange(6, dtype=np.uint8),
+             x_test=np.zeros((2, 28, 28), np.uint8),
              y_test=np.ones(2, np.uint8))
     arrays = data_sources.load_images('mnist', 'npz', path)
     self.assertEqual(arrays.x_train.shape, (6, 28, 28, 1))
@@ -153,8 +157,11 @@ class NpzSourceTest(tf.test.TestCase):
     with self.assertRaisesRegex(data_sources.DataSourceError, r"partial.npz lacks.*x_test"):
       data_sources.load_images('mnist', 'npz', partial)
     wrong = os.path.join(directory, 'wrong.npz')
-    np.savez(wrong, x_train=np.zeros((2, 32, 32, 3), np.uint8), y_train=np.zeros(2),
-             x_test=np.zeros((2, 32, 32, 3), np.uint8), y_test=np.zeros(2))
+    np.savez(wrong,
+             x_train=np.zeros((2, 32, 32, 3), np.uint8),
+             y_train=np.zeros(2),
+             x_test=np.zeros((2, 32, 32, 3), np.uint8),
+             y_test=np.zeros(2))
     with self.assertRaisesRegex(data_sources.DataSourceError, 'expected'):
       data_sources.load_images('mnist', 'npz', wrong)
     with self.assertRaisesRegex(data_sources.DataSourceError, 'needs a path'):
@@ -165,15 +172,19 @@ class NpzSourceTest(tf.test.TestCase):
 
   def _mnist_like(self, name, **overrides):
     path = os.path.join(self.get_temp_dir(), name)
-    arrays = dict(x_train=np.zeros((4, 28, 28), np.uint8), y_train=np.arange(4),
-                  x_test=np.zeros((2, 28, 28), np.uint8), y_test=np.ones(2, np.int64))
+    arrays = dict(x_train=np.zeros((4, 28, 28), np.uint8),
+                  y_train=np.arange(4),
+                  x_test=np.zeros((2, 28, 28), np.uint8),
+                  y_test=np.ones(2, np.int64))
     arrays.update(overrides)
     np.savez(path, **arrays)
     return path
 
   def test_truncated_and_foreign_files_are_one_line(self):
-    whole = self._mnist_like('whole.npz', x_train=np.random.default_rng(0).integers(
-        0, 255, (600, 28, 28), dtype=np.uint8))
+    whole = self._mnist_like('whole.npz',
+                             x_train=np.random.default_rng(0).integers(0,
+                                                                       255, (600, 28, 28),
+                                                                       dtype=np.uint8))
     truncated = os.path.join(self.get_temp_dir(), 'truncated.npz')
     pathlib.Path(truncated).write_bytes(pathlib.Path(whole).read_bytes()[:200_000])
     with self.assertRaisesRegex(data_sources.DataSourceError,
@@ -210,24 +221,23 @@ class NpzSourceTest(tf.test.TestCase):
       with self.assertRaisesRegex(data_sources.DataSourceError, message, msg=name):
         data_sources.load_images('mnist', 'npz', self._mnist_like(name, **overrides))
     # 0..255 pixels pass, whatever their dtype.
-    data_sources.load_images('mnist', 'npz', self._mnist_like(
-        'float.npz', x_train=np.full((4, 28, 28), 255.0)))
-
+    data_sources.load_images('mnist', 'npz',
+                             self._mnist_like('float.npz', x_train=np.full((4, 28, 28), 255.0)))
 
   def test_a_header_declaring_more_than_the_file_holds_is_refused(self):
     # Without the check numpy allocates what the header declares: a MemoryError, or worse.
     path = pathlib.Path(self.get_temp_dir()) / 'huge.npz'
     with zipfile.ZipFile(path, 'w') as archive:
-      for name, shape in (('x_train', (2**40, 28, 28)), ('y_train', (4,)),
-                          ('x_test', (2, 28, 28)), ('y_test', (2,))):
+      for name, shape in (('x_train', (2**40, 28, 28)), ('y_train', (4,)), ('x_test', (2, 28, 28)),
+                          ('y_test', (2,))):
         member = io.BytesIO()
-        np.lib.format.write_array_header_1_0(member, dict(descr='|u1', fortran_order=False,
-                                                          shape=shape))
+        np.lib.format.write_array_header_1_0(member,
+                                             dict(descr='|u1', fortran_order=False, shape=shape))
         member.write(bytes(16))
         archive.writestr(f'{name}.npy', member.getvalue())
-    with self.assertRaisesRegex(data_sources.DataSourceError,
-                                r'huge.npz: x_train.npy declares an array of shape '
-                                r'\(1099511627776, 28, 28\) .* but holds'):
+    with self.assertRaisesRegex(
+        data_sources.DataSourceError, r'huge.npz: x_train.npy declares an array of shape '
+        r'\(1099511627776, 28, 28\) .* but holds'):
       data_sources.load_images('mnist', 'npz', str(path))
 
 
@@ -328,7 +338,8 @@ class ShakespeareSourceTest(tf.test.TestCase):
     self.assertEqual(sorted(train), ['All', 'First Citizen'])  # MENENIUS has one turn.
     self.assertEqual(train['First Citizen'], [
         'Before we proceed any further, hear me speak.',
-        'You are all resolved rather to die than to famish?'])
+        'You are all resolved rather to die than to famish?'
+    ])
     self.assertEqual(test['First Citizen'],
                      ['First, you know Caius Marcius is chief enemy\nto the people.'])
     self.assertEqual(train['All'], ['Speak, speak.'])
@@ -358,8 +369,10 @@ class ShakespeareSourceTest(tf.test.TestCase):
         ids + [f'{c}_test' for c in ids],
         lambda cid: synthetic.create_tf_dataset_for_client(cid.replace('_test', '')),
         os.path.join(cache_dir, 'shakespeare.sqlite'),
-        split_names_by_client_id={**{c: 'train' for c in ids},
-                                  **{f'{c}_test': 'test' for c in ids}})
+        split_names_by_client_id={
+            **{c: 'train' for c in ids},
+            **{f'{c}_test': 'test' for c in ids}
+        })
     train, test = data_sources.load_shakespeare('tff', cache_dir)
     self.assertEqual(train.client_ids, sorted(ids))
     first = next(iter(train.create_tf_dataset_for_client(ids[0])))

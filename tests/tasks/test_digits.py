@@ -40,14 +40,20 @@ class DigitsTest(tf.test.TestCase):
 
   def test_partition_and_population_are_used(self):
     # A request the task cannot honour is an error, never ignored.
-    task = registry.build_task('digits_demo', total_clients=20, num_clients=5,
-                               partition='dirichlet', alpha=0.05)
+    task = registry.build_task('digits_demo',
+                               total_clients=20,
+                               num_clients=5,
+                               partition='dirichlet',
+                               alpha=0.05)
     self.assertLen(task.train_data.client_ids, 5)
-    sizes = [sum(len(b['y']) for b in task.train_data.create_tf_dataset_for_client(c))
-             for c in task.train_data.client_ids]
+    sizes = [
+        sum(len(b['y'])
+            for b in task.train_data.create_tf_dataset_for_client(c))
+        for c in task.train_data.client_ids
+    ]
     self.assertNotEqual(len(set(sizes)), 1)  # Dirichlet, not contiguous equal slices.
-    labels = np.concatenate([b['y'][:, 0] for b in
-                             task.train_data.create_tf_dataset_for_client('client_0')])
+    labels = np.concatenate(
+        [b['y'][:, 0] for b in task.train_data.create_tf_dataset_for_client('client_0')])
     self.assertLessEqual(len(set(labels.tolist())), 4)  # alpha 0.05: few classes a client.
     with self.assertRaisesRegex(ValueError, 'exceeds total_clients'):
       registry.build_task('digits_demo', total_clients=5, num_clients=10)

@@ -13,12 +13,16 @@ def _model(layer_class, **kwargs):
   """A stateful GRU of the authors' kind with a non-zero bias (so that it is exercised)."""
   return tf.keras.Sequential([
       tf.keras.layers.Input(batch_shape=(_BATCH, _STEPS, _FEATURES)),
-      layer_class(_UNITS, return_sequences=True, stateful=True, reset_after=False,
+      layer_class(_UNITS,
+                  return_sequences=True,
+                  stateful=True,
+                  reset_after=False,
                   implementation=1,
                   kernel_initializer=tf.keras.initializers.GlorotUniform(1),
                   recurrent_initializer=tf.keras.initializers.GlorotUniform(2),
                   bias_initializer=tf.keras.initializers.RandomUniform(-0.5, 0.5, seed=3),
-                  **kwargs)])
+                  **kwargs)
+  ])
 
 
 def _loss_and_gradients(model, x):
@@ -35,8 +39,9 @@ class GruTest(tf.test.TestCase):
   def setUp(self):
     super().setUp()
     rng = np.random.default_rng(0)
-    self.batches = [tf.constant(rng.normal(size=(_BATCH, _STEPS, _FEATURES)), tf.float32)
-                    for _ in range(3)]
+    self.batches = [
+        tf.constant(rng.normal(size=(_BATCH, _STEPS, _FEATURES)), tf.float32) for _ in range(3)
+    ]
 
   def test_same_variables_as_keras(self):
     ours, keras = _model(gru.GRU), _model(tf.keras.layers.GRU)
@@ -77,10 +82,13 @@ class GruTest(tf.test.TestCase):
   def test_other_configurations_are_keras_own(self):
     # reset_after=True is not the authors' GRU: Keras's path runs, with Keras's result.
     x = self.batches[0]
-    ours = tf.keras.Sequential([tf.keras.layers.Input((_STEPS, _FEATURES)),
-                                gru.GRU(_UNITS, kernel_initializer='ones')])
-    keras = tf.keras.Sequential([tf.keras.layers.Input((_STEPS, _FEATURES)),
-                                 tf.keras.layers.GRU(_UNITS, kernel_initializer='ones')])
+    ours = tf.keras.Sequential(
+        [tf.keras.layers.Input((_STEPS, _FEATURES)),
+         gru.GRU(_UNITS, kernel_initializer='ones')])
+    keras = tf.keras.Sequential([
+        tf.keras.layers.Input((_STEPS, _FEATURES)),
+        tf.keras.layers.GRU(_UNITS, kernel_initializer='ones')
+    ])
     ours.set_weights(keras.get_weights())
     self.assertAllClose(ours(x), keras(x))
     self.assertFalse(ours.layers[0]._takes_whole_sequences(None, None))  # pylint: disable=protected-access

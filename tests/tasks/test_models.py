@@ -8,10 +8,8 @@ import tensorflow as tf
 
 from tff_flare.tasks import models
 
-CNN_SHAPES = [(5, 5, 1, 32), (32,), (5, 5, 32, 64), (64,), (1024, 512), (512,), (512, 10),
-              (10,)]
-FC_SHAPES = [(784, 4069), (4069,), (4069, 4069), (4069,), (4069, 4069), (4069,), (4069, 10),
-             (10,)]
+CNN_SHAPES = [(5, 5, 1, 32), (32,), (5, 5, 32, 64), (64,), (1024, 512), (512,), (512, 10), (10,)]
+FC_SHAPES = [(784, 4069), (4069,), (4069, 4069), (4069,), (4069, 4069), (4069,), (4069, 10), (10,)]
 
 
 class ModelShapesTest(tf.test.TestCase):
@@ -40,11 +38,16 @@ class ModelShapesTest(tf.test.TestCase):
       models.mnist_cnn('random')
 
 
-VGG19_SHAPES = (
-    [(3, 3, 3, 64), (64,), (3, 3, 64, 64), (64,), (3, 3, 64, 128), (128,), (3, 3, 128, 128),
-     (128,), (3, 3, 128, 256), (256,)] + [(3, 3, 256, 256), (256,)] * 3 +
-    [(3, 3, 256, 512), (512,)] + [(3, 3, 512, 512), (512,)] * 7 +
-    [(512, 4096), (4096,), (4096, 4096), (4096,), (4096, 10), (10,)])
+VGG19_SHAPES = ([(3, 3, 3, 64), (64,), (3, 3, 64, 64), (64,), (3, 3, 64, 128), (128,),
+                 (3, 3, 128, 128), (128,), (3, 3, 128, 256),
+                 (256,)] + [(3, 3, 256, 256), (256,)] * 3 + [(3, 3, 256, 512),
+                                                             (512,)] + [(3, 3, 512, 512),
+                                                                        (512,)] * 7 + [(512, 4096),
+                                                                                       (4096,),
+                                                                                       (4096, 4096),
+                                                                                       (4096,),
+                                                                                       (4096, 10),
+                                                                                       (10,)])
 GRU_SHAPES = [(86, 256), (256, 3072), (1024, 3072), (3072,), (1024, 86), (86,)]
 
 
@@ -61,8 +64,8 @@ class MoreModelsTest(tf.test.TestCase, parameterized.TestCase):
   def test_vgg11_has_one_relu_per_paired_block(self):
     convs = [l for l in models.vgg(11).layers if isinstance(l, tf.keras.layers.Conv2D)]
     activations = [l.activation.__name__ for l in convs]
-    self.assertEqual(activations, ['relu', 'relu', 'linear', 'relu', 'linear', 'relu',
-                                   'linear', 'relu'])
+    self.assertEqual(activations,
+                     ['relu', 'relu', 'linear', 'relu', 'linear', 'relu', 'linear', 'relu'])
 
   def test_vgg_cifar100_head_and_seeding(self):
     self.assertEqual(models.vgg(11, num_classes=100).output_shape, (None, 100))
@@ -100,8 +103,9 @@ class DoubleSoftmaxLossTest(tf.test.TestCase):
     y = rng.integers(0, 10, size=(5, 1)).astype(np.int32)
     output = model.forward_pass(collections.OrderedDict(x=x, y=y), training=False)
     p1 = model.predict_on_batch(x, training=False)  # The output is softmax(p1)...
-    first_softmax = tf.keras.Model(model._keras_model.inputs,  # pylint: disable=protected-access
-                                   model._keras_model.layers[-2].output)(x)  # pylint: disable=protected-access
+    first_softmax = tf.keras.Model(
+        model._keras_model.inputs,  # pylint: disable=protected-access
+        model._keras_model.layers[-2].output)(x)  # pylint: disable=protected-access
     expected = -np.mean(np.log(tf.nn.softmax(first_softmax).numpy()[np.arange(5), y[:, 0]]))
     self.assertAllClose(output.loss, expected, rtol=1e-5)
     self.assertAllClose(p1, tf.nn.softmax(first_softmax), rtol=1e-5)

@@ -15,9 +15,13 @@ def _label_histograms(parts):
 
 class PartitionTest(tf.test.TestCase, parameterized.TestCase):
 
-  @parameterized.parameters(
-      ('contiguous', {}), ('iid', {}), ('dirichlet', {'alpha': 0.5}),
-      ('quantity_skew', {'ratio': 100.0}), ('class_imbalance', {'dominant_fraction': 0.8}))
+  @parameterized.parameters(('contiguous', {}), ('iid', {}), ('dirichlet', {
+      'alpha': 0.5
+  }), ('quantity_skew', {
+      'ratio': 100.0
+  }), ('class_imbalance', {
+      'dominant_fraction': 0.8
+  }))
   def test_disjoint_and_reproducible(self, kind, options):
     parts = partitions.build(kind, LABELS, 20, seed=3, **options)
     self.assertLen(parts, 20)
@@ -48,11 +52,13 @@ class PartitionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertLess(_label_histograms(parts).std(axis=1).mean(), 15)
 
   def test_dirichlet_skew_grows_as_alpha_shrinks(self):
+
     def mean_max_share(alpha):
       hist = _label_histograms(partitions.dirichlet(LABELS, 10, alpha, seed=0))
       return np.mean(hist.max(axis=1) / hist.sum(axis=1))
+
     shares = [mean_max_share(a) for a in (100.0, 1.0, 0.1)]
-    self.assertLess(shares[0], 0.2)   # Near-uniform: ~1/10 per class.
+    self.assertLess(shares[0], 0.2)  # Near-uniform: ~1/10 per class.
     self.assertGreater(shares[2], 0.6)  # One class dominates most clients.
     self.assertLess(shares[0], shares[1])
     self.assertLess(shares[1], shares[2])

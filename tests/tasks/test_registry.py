@@ -21,15 +21,18 @@ def _mnist_npz(directory, num_train=60_000):
   path = os.path.join(directory, 'mnist.npz')
   if not os.path.exists(path):
     rng = np.random.default_rng(0)
-    np.savez(path, x_train=rng.integers(0, 256, (num_train, 28, 28), dtype=np.uint8),
+    np.savez(path,
+             x_train=rng.integers(0, 256, (num_train, 28, 28), dtype=np.uint8),
              y_train=(np.arange(num_train) % 10).astype(np.uint8),
              x_test=rng.integers(0, 256, (50, 28, 28), dtype=np.uint8),
              y_test=(np.arange(50) % 10).astype(np.uint8))
   return path
 
 
-SHARED = pathlib.Path(os.environ.get(
-    'TFF_FLARE_SHARED', pathlib.Path(__file__).resolve().parents[3] / 'shared'))
+SHARED = pathlib.Path(
+    os.environ.get('TFF_FLARE_SHARED',
+                   pathlib.Path(__file__).resolve().parents[3] / 'shared'))
+
 
 class TaskRegistryTest(tf.test.TestCase):
 
@@ -38,8 +41,9 @@ class TaskRegistryTest(tf.test.TestCase):
       tasks.build_task('mnist_resnet')
 
   def test_unknown_option_lists_the_known_ones(self):
-    with self.assertRaisesRegex(ValueError, r'Unknown task option\(s\) local_epochs; known: '
-                                r'source, .*text_evaluation'):
+    with self.assertRaisesRegex(
+        ValueError, r'Unknown task option\(s\) local_epochs; known: '
+        r'source, .*text_evaluation'):
       tasks.build_task('digits_demo', local_epochs=2)
 
   def test_authors_mnist_split_from_npz(self):
@@ -61,8 +65,7 @@ class TaskRegistryTest(tf.test.TestCase):
 
   def test_a_step_cap_draws_a_reshuffled_stream_every_round(self):
     path = _mnist_npz(self.get_temp_dir())
-    task = tasks.build_task('mnist_cnn', source='npz', data_path=path, batch_size=8,
-                            local_steps=3)
+    task = tasks.build_task('mnist_cnn', source='npz', data_path=path, batch_size=8, local_steps=3)
     round_0, round_1, again = (task.client_datasets(['client_1'], r)[0] for r in (0, 1, 0))
     batches = list(round_0)
     self.assertEqual([b['x'].shape for b in batches], [(8, 28, 28, 1)] * 3)
@@ -83,9 +86,9 @@ class TaskRegistryTest(tf.test.TestCase):
     path = _mnist_npz(self.get_temp_dir())
     task = tasks.build_task('mnist_logreg', source='npz', data_path=path, eval_data='train')
     self.assertLen(task.train_data.client_ids, 10)
-    train_ys = sorted(int(y) for cid in task.train_data.client_ids
-                      for b in task.train_data.create_tf_dataset_for_client(cid)
-                      for y in b['y'][:, 0])
+    train_ys = sorted(
+        int(y) for cid in task.train_data.client_ids
+        for b in task.train_data.create_tf_dataset_for_client(cid) for y in b['y'][:, 0])
     eval_ys = sorted(int(y) for b in task.test_data for y in b['y'][:, 0])
     self.assertLen(eval_ys, 60_000)  # Every training example, not the 50 test images.
     self.assertEqual(eval_ys, train_ys)
@@ -99,8 +102,13 @@ class TaskRegistryTest(tf.test.TestCase):
 
   def test_fc_from_tfds_mock_with_options(self):
     with tfds.testing.mock_data(num_examples=200):
-      task = tasks.build_task('mnist_fc', source='tfds', total_clients=10, num_clients=4,
-                              partition='iid', batch_size=5, epochs=2)
+      task = tasks.build_task('mnist_fc',
+                              source='tfds',
+                              total_clients=10,
+                              num_clients=4,
+                              partition='iid',
+                              batch_size=5,
+                              epochs=2)
     self.assertLen(task.train_data.client_ids, 4)
     batches = list(task.train_data.create_tf_dataset_for_client('client_0'))
     self.assertLen(batches, 8)  # 20 examples, batch 5, 2 epochs.
@@ -113,14 +121,19 @@ class TaskRegistryTest(tf.test.TestCase):
   def test_cifar_tasks_and_a_round_on_the_task(self):
     with tfds.testing.mock_data(num_examples=40):
       vgg = tasks.build_task('cifar100_vgg11', source='tfds')
-      masking = tasks.build_task('cifar10_masking_cnn', source='tfds', total_clients=10,
-                                 partition='dirichlet', alpha=0.5, batch_size=0)
+      masking = tasks.build_task('cifar10_masking_cnn',
+                                 source='tfds',
+                                 total_clients=10,
+                                 partition='dirichlet',
+                                 alpha=0.5,
+                                 batch_size=0)
     self.assertLen(vgg.train_data.client_ids, 4)
     self.assertEqual(vgg.hparams['reg_steps'], 5)
     batch = next(iter(vgg.train_data.create_tf_dataset_for_client('client_0')))
     self.assertEqual(batch['x'].shape, (10, 32, 32, 3))
     self.assertLen(masking.train_data.client_ids, 10)
-    process = ec.build_ec(masking.model_fn, keep_percent=1.0,
+    process = ec.build_ec(masking.model_fn,
+                          keep_percent=1.0,
                           client_optimizer=tff.learning.optimizers.build_sgdm(0.1))
     ids = masking.train_data.client_ids[:2]
     output = tiny_models.next_round(
@@ -134,9 +147,10 @@ class TaskRegistryTest(tf.test.TestCase):
     play += 'OSRIC:\nAy.\n\nHAMLET:\nThe rest is silence.\n'
     path = pathlib.Path(self.get_temp_dir()) / 'play.txt'
     path.write_text(play)
-    with self.assertRaisesRegex(data_sources.DataSourceError,
-                                r"10 Shakespeare clients asked \(the authors' 10\), but only 1 "
-                                r'roles .* give --num_clients=1 or fewer\.'):
+    with self.assertRaisesRegex(
+        data_sources.DataSourceError,
+        r"10 Shakespeare clients asked \(the authors' 10\), but only 1 "
+        r'roles .* give --num_clients=1 or fewer\.'):
       tasks.build_task('shakespeare_gru', source='text', data_path=str(path))
     task = tasks.build_task('shakespeare_gru', source='text', data_path=str(path), num_clients=1)
     self.assertEqual(task.train_data.client_ids, ['HAMLET'])  # OSRIC has too few batches.
@@ -151,17 +165,19 @@ class TaskRegistryTest(tf.test.TestCase):
     play = ''.join(f'{name}:\n{speech}\n\n{name}:\n{speech}\n\n' for name in ('ANNE', 'BERT'))
     path = pathlib.Path(self.get_temp_dir()) / 'play2.txt'
     path.write_text(play)
-    task = tasks.build_task('shakespeare_gru', source='text', data_path=str(path),
-                            num_clients=2)
-    full = tasks.build_task('shakespeare_gru', source='text', data_path=str(path),
-                            num_clients=2, text_evaluation='full')
+    task = tasks.build_task('shakespeare_gru', source='text', data_path=str(path), num_clients=2)
+    full = tasks.build_task('shakespeare_gru',
+                            source='text',
+                            data_path=str(path),
+                            num_clients=2,
+                            text_evaluation='full')
     self.assertEqual(sum(1 for _ in task.test_data), 2)  # The authors' evaluate(steps=2).
     self.assertGreater(sum(1 for _ in full.test_data), 2)
 
     # TFF serializes a client dataset into every call and rebuilds it there, so a shuffle
     # with a fixed seed would replay its first permutation every round.
-    @tff.tensorflow.computation(tff.SequenceType(
-        tff.types.tensorflow_to_type(task.train_data.element_type_structure)))
+    @tff.tensorflow.computation(
+        tff.SequenceType(tff.types.tensorflow_to_type(task.train_data.element_type_structure)))
     def last_batch(dataset):
       return dataset.reduce(tf.zeros([8, 100], tf.int64), lambda last, b: b['x'])
 
@@ -171,8 +187,11 @@ class TaskRegistryTest(tf.test.TestCase):
     self.assertNotAllEqual(round_0, round_1)  # A new permutation every round...
     self.assertAllEqual(round_1, last_batch(task.client_datasets(['ANNE'], 1)[0]))  # ...seeded.
     # A step cap takes that many batches of the stream (more than one pass here).
-    capped = tasks.build_task('shakespeare_gru', source='text', data_path=str(path),
-                              num_clients=2, local_steps=40)
+    capped = tasks.build_task('shakespeare_gru',
+                              source='text',
+                              data_path=str(path),
+                              num_clients=2,
+                              local_steps=40)
     passes = sum(1 for _ in task.client_datasets(['ANNE'], 0)[0])
     self.assertLess(passes, 40)
     self.assertEqual(sum(1 for _ in capped.client_datasets(['ANNE'], 0)[0]), 40)
@@ -186,16 +205,18 @@ class TaskRegistryTest(tf.test.TestCase):
         self.fail(f'{play} is missing.')
       self.skipTest(f'{play} is not here.')
     # In a fresh interpreter: under pytest something else kept the ClientData alive.
-    code = (
-        'import gc\n'
-        'from tff_flare.tasks import registry as tasks\n'
-        f'task = tasks.build_task("shakespeare_gru", source="text", data_path="{play}", '
-        'num_clients=2)\n'
-        'gc.collect()\n'
-        'batch = next(iter(task.client_datasets(task.train_data.client_ids[:2], 0)[0]))\n'
-        'print("batch", tuple(batch["x"].shape))\n')
-    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
-                            timeout=600, check=False,
+    code = ('import gc\n'
+            'from tff_flare.tasks import registry as tasks\n'
+            f'task = tasks.build_task("shakespeare_gru", source="text", data_path="{play}", '
+            'num_clients=2)\n'
+            'gc.collect()\n'
+            'batch = next(iter(task.client_datasets(task.train_data.client_ids[:2], 0)[0]))\n'
+            'print("batch", tuple(batch["x"].shape))\n')
+    result = subprocess.run([sys.executable, '-c', code],
+                            capture_output=True,
+                            text=True,
+                            timeout=600,
+                            check=False,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
     self.assertIn('batch (8, 100)', result.stdout, result.stderr[-2000:])
 

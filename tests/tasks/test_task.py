@@ -9,8 +9,8 @@ from tff_flare.tasks import task as task_lib
 
 
 def _examples(n):
-  return tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-      x=np.arange(n, dtype=np.int32), y=np.arange(n, dtype=np.int32) % 3))
+  return tf.data.Dataset.from_tensor_slices(
+      collections.OrderedDict(x=np.arange(n, dtype=np.int32), y=np.arange(n, dtype=np.int32) % 3))
 
 
 class CappedClientTest(tf.test.TestCase):
@@ -23,8 +23,8 @@ class CappedClientTest(tf.test.TestCase):
 
   def test_the_stream_passes_over_every_example_once_per_pass(self):
     # 7 examples, 6 steps of 7 (crossing the passes' ends): 6 passes, each a permutation.
-    stream = np.concatenate([b['x'].numpy() for b in task_lib.capped_client(_examples(7), 5,
-                                                                             7, seed=1)])
+    stream = np.concatenate(
+        [b['x'].numpy() for b in task_lib.capped_client(_examples(7), 5, 7, seed=1)])
     self.assertLen(stream, 35)
     passes = stream.reshape(5, 7)
     for one_pass in passes:
@@ -32,9 +32,9 @@ class CappedClientTest(tf.test.TestCase):
     self.assertGreater(len({tuple(p) for p in passes}), 1)  # Reshuffled at every pass.
 
   def test_a_new_permutation_every_round_the_same_in_every_run(self):
+
     def first_batch(round_num):
-      capped = task_lib.capped_client(_examples(500), 10, 2,
-                                      seed=task_lib.round_seed(0, round_num))
+      capped = task_lib.capped_client(_examples(500), 10, 2, seed=task_lib.round_seed(0, round_num))
       return next(iter(capped))['x'].numpy()
 
     self.assertAllEqual(first_batch(4), first_batch(4))

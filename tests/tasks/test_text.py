@@ -47,7 +47,8 @@ class TextTest(tf.test.TestCase):
     data = tff.simulation.datasets.TestClientData({
         'b_long': collections.OrderedDict(snippets=[long.encode()]),
         'a_short': collections.OrderedDict(snippets=[short.encode()]),
-        'c_long': collections.OrderedDict(snippets=[long.encode()])})
+        'c_long': collections.OrderedDict(snippets=[long.encode()])
+    })
     self.assertEqual(text.select_clients(data, 10), ['b_long', 'c_long'])
     self.assertEqual(text.select_clients(data, 1), ['b_long'])
     stream = text.test_stream(data, max_batches_per_client=2)

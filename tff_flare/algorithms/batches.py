@@ -67,22 +67,28 @@ def as_batches(dataset: tf.data.Dataset) -> ClientBatches:
   spec = dataset.element_spec
   cardinality = dataset.cardinality()
   known = cardinality >= 0
-  with tf.control_dependencies([tf.debugging.assert_none_equal(
-      cardinality, tf.constant(tf.data.INFINITE_CARDINALITY, tf.int64),
-      message='A client dataset must be finite (is it repeated without a count?).')]):
+  with tf.control_dependencies([
+      tf.debugging.assert_none_equal(
+          cardinality,
+          tf.constant(tf.data.INFINITE_CARDINALITY, tf.int64),
+          message='A client dataset must be finite (is it repeated without a count?).')
+  ]):
     # The length where tf.data knows it, else the cap (a pipeline with an `unbatch`, say).
     chunk = tf.where(known, tf.maximum(cardinality, 1), tf.constant(MAX_STEPS, tf.int64))
-  sized = dataset.map(lambda *batch: (batch if len(batch) > 1 else batch[0],
-                                      _leading_size(batch)))
+  sized = dataset.map(lambda *batch: (batch if len(batch) > 1 else batch[0], _leading_size(batch)))
   # All batches as the one element of a padded batch; an empty dataset gives the empty
   # element after it. (`get_single_element`: a `reduce` here makes every step ~20 % slower.)
   empty = (tf.nest.map_structure(_no_batches, spec), tf.zeros([0], tf.int32))
   every_batch = sized.padded_batch(chunk).concatenate(tf.data.Dataset.from_tensors(empty))
   batches, sizes = every_batch.take(1).get_single_element()
   num_steps = tf.shape(sizes)[0]
-  with tf.control_dependencies([tf.debugging.assert_equal(
-      tf.logical_or(known, tf.cast(num_steps, tf.int64) < MAX_STEPS), True,
-      message=f'A client dataset of unknown length has {MAX_STEPS} batches or more.')]):
+  with tf.control_dependencies([
+      tf.debugging.assert_equal(
+          tf.logical_or(known,
+                        tf.cast(num_steps, tf.int64) < MAX_STEPS),
+          True,
+          message=f'A client dataset of unknown length has {MAX_STEPS} batches or more.')
+  ]):
     num_steps = tf.identity(num_steps)
   return ClientBatches(batches=batches, sizes=sizes, num_steps=num_steps, element_spec=spec)
 
@@ -90,6 +96,5 @@ def as_batches(dataset: tf.data.Dataset) -> ClientBatches:
 def batch_at(client_batches: ClientBatches, index: tf.Tensor):
   """Batch `index`, with the dataset's static element shapes."""
   size = client_batches.sizes[index]
-  return tf.nest.map_structure(
-      lambda t, s: tf.ensure_shape(t[index, :size], s.shape),
-      client_batches.batches, client_batches.element_spec)
+  return tf.nest.map_structure(lambda t, s: tf.ensure_shape(t[index, :size], s.shape),
+                               client_batches.batches, client_batches.element_spec)

@@ -40,12 +40,15 @@ AggregationFactory = Union[tff.aggregators.WeightedAggregationFactory,
                            tff.aggregators.UnweightedAggregationFactory]
 
 
-def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
-            client_optimizer: tff.learning.optimizers.Optimizer,
-            server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
-            model_aggregator: Optional[AggregationFactory] = None,
-            client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM
-            ) -> process_lib.AlgorithmProcess:
+def compose(
+    model_fn: ModelFn,
+    algorithm: parts_lib.AlgorithmParts,
+    *,
+    client_optimizer: tff.learning.optimizers.Optimizer,
+    server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
+    model_aggregator: Optional[AggregationFactory] = None,
+    client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM
+) -> process_lib.AlgorithmProcess:
   """Builds the TFF process of `algorithm` (see the module docstring).
 
   Args:
@@ -86,9 +89,12 @@ def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
     raise ValueError('client_weighting weighs the mean; this algorithm aggregates its own way '
                      '(its aggregation is part of the algorithm).')
   server_optimizer = server_optimizer or round_functions_lib.default_server_optimizer()
-  functions = round_functions_lib.build_round_functions(
-      model_fn, algorithm, client_optimizer=client_optimizer, server_optimizer=server_optimizer,
-      weigh_messages=model_aggregator is None, client_weighting=client_weighting)
+  functions = round_functions_lib.build_round_functions(model_fn,
+                                                        algorithm,
+                                                        client_optimizer=client_optimizer,
+                                                        server_optimizer=server_optimizer,
+                                                        weigh_messages=model_aggregator is None,
+                                                        client_weighting=client_weighting)
   stateful = functions.stateful
   facts = model_facts_lib.model_facts(model_fn)
   model_weights_type = facts.weights_type
@@ -115,8 +121,8 @@ def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
   def round_params(schedule):
     return functions.round_params(schedule)
 
-  @tff.tensorflow.computation(model_weights_type, round_params.type_signature.result,
-                              data_type, client_state_type, client_input_type)
+  @tff.tensorflow.computation(model_weights_type, round_params.type_signature.result, data_type,
+                              client_state_type, client_input_type)
   def client_work(server_weights, params, dataset, client_state, client_input):
     model = model_fn()
 
@@ -130,22 +136,22 @@ def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
   summable_type = client_work.type_signature.result['summable']
   distributor = tff.learning.templates.build_broadcast_process(model_weights_type)
   if model_aggregator is None:
-    initialize_fn, server_phase_body = _server_phase(functions, initial_server_state,
-                                                     summable_type)
+    initialize_fn, server_phase_body = _server_phase(functions, initial_server_state, summable_type)
   else:
-    initialize_fn, server_phase_body = _server_phase_with_factory(
-        functions, initial_server_state, summable_type, model_aggregator)
+    initialize_fn, server_phase_body = _server_phase_with_factory(functions, initial_server_state,
+                                                                  summable_type, model_aggregator)
   state_type = initialize_fn.type_signature.result
 
   def client_phase_body(state, client_data, client_states, client_inputs):
     params = tff.federated_map(round_params, state.client_work)
     # TFF's broadcast process is stateless: its (empty) new state is not carried out.
     weights = distributor.next(state.distributor, state.global_model_weights).result
-    return tff.federated_map(client_work, (weights, tff.federated_broadcast(params),
-                                           client_data, client_states, client_inputs))
+    return tff.federated_map(
+        client_work,
+        (weights, tff.federated_broadcast(params), client_data, client_states, client_inputs))
 
-  client_types = (tff.FederatedType(data_type, tff.CLIENTS),
-                  tff.FederatedType(client_state_type, tff.CLIENTS),
+  client_types = (tff.FederatedType(data_type,
+                                    tff.CLIENTS), tff.FederatedType(client_state_type, tff.CLIENTS),
                   tff.FederatedType(client_input_type, tff.CLIENTS))
 
   @tff.federated_computation(state_type, *client_types)
@@ -156,7 +162,8 @@ def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
     # aggregation reaches a CLIENTS-placed result, so TFF's distributed runtime can run
     # `next` whole (see `RoundPhases`).
     new_client_states = outputs.client_state if stateful else client_states
-    return process_lib.RoundOutput(state=new_state, metrics=metrics,
+    return process_lib.RoundOutput(state=new_state,
+                                   metrics=metrics,
                                    client_states=new_client_states)
 
   phases = None
@@ -169,8 +176,7 @@ def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
                                      client_state=output['client_state'],
                                      summable=output['summable'])
 
-    @tff.federated_computation(state_type, *client_types,
-                               tff.FederatedType(np.int32, tff.CLIENTS))
+    @tff.federated_computation(state_type, *client_types, tff.FederatedType(np.int32, tff.CLIENTS))
     def client_phase(state, client_data, client_states, client_inputs, client_indices):
       outputs = client_phase_body(state, client_data, client_states, client_inputs)
       return tff.federated_map(tag_with_index, (outputs, client_indices))
@@ -180,9 +186,9 @@ def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
       return server_phase_body(state, summable)
 
     phases = process_lib.RoundPhases(client_phase=client_phase, server_phase=server_phase)
-    next_with_state_files = _next_with_state_files(
-        model_fn, functions, state_type, round_params, distributor, server_phase_body,
-        model_weights_type, data_type, client_input_type)
+    next_with_state_files = _next_with_state_files(model_fn, functions, state_type, round_params,
+                                                   distributor, server_phase_body,
+                                                   model_weights_type, data_type, client_input_type)
   else:
     next_with_state_files = None
 
@@ -194,14 +200,19 @@ def compose(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
   else:
     record_test_loss = None
 
-  get_model_weights, set_model_weights = build_model_weights_accessors(state_type,
-                                                                       model_weights_type)
+  get_model_weights, set_model_weights = build_model_weights_accessors(
+      state_type, model_weights_type)
   return process_lib.AlgorithmProcess(
-      initialize_fn, next_fn, initial_client_state=initial_client_state,
-      get_model_weights=get_model_weights, set_model_weights=set_model_weights,
-      num_trainable_parameters=functions.num_parameters, model_fn=model_fn,
+      initialize_fn,
+      next_fn,
+      initial_client_state=initial_client_state,
+      get_model_weights=get_model_weights,
+      set_model_weights=set_model_weights,
+      num_trainable_parameters=functions.num_parameters,
+      model_fn=model_fn,
       client_inputs=algorithm.client_inputs,
-      record_test_loss=record_test_loss, phases=phases,
+      record_test_loss=record_test_loss,
+      phases=phases,
       next_with_state_files=next_with_state_files,
       round_functions=functions if model_aggregator is None else None)
 
@@ -213,9 +224,10 @@ def read_state_files(prefix: tf.Tensor, initial_state):
   leaves = tf.nest.flatten(initial_state)
 
   def read():
-    return [tf.ensure_shape(tf.io.parse_tensor(tf.io.read_file(prefix + f'{i}.tensor'),
-                                               leaf.dtype), leaf.shape)
-            for i, leaf in enumerate(leaves)]
+    return [
+        tf.ensure_shape(tf.io.parse_tensor(tf.io.read_file(prefix + f'{i}.tensor'), leaf.dtype),
+                        leaf.shape) for i, leaf in enumerate(leaves)
+    ]
 
   return tf.nest.pack_sequence_as(initial_state, tf.cond(tf.equal(prefix, ''), lambda: leaves,
                                                          read))
@@ -235,8 +247,8 @@ def _next_with_state_files(model_fn: ModelFn, functions: round_functions_lib.Rou
   `process.AlgorithmProcess.next_with_state_files`): `compose`'s round, the client work
   wrapped in the reading and writing of its state."""
 
-  @tff.tensorflow.computation(model_weights_type, round_params.type_signature.result,
-                              data_type, np.str_, np.str_, client_input_type)
+  @tff.tensorflow.computation(model_weights_type, round_params.type_signature.result, data_type,
+                              np.str_, np.str_, client_input_type)
   def client_work_with_files(server_weights, params, dataset, read_prefix, write_prefix,
                              client_input):
     model = model_fn()
@@ -258,9 +270,9 @@ def _next_with_state_files(model_fn: ModelFn, functions: round_functions_lib.Rou
   def next_with_state_files(state, client_data, read_prefixes, write_prefixes, client_inputs):
     params = tff.federated_map(round_params, state.client_work)
     weights = distributor.next(state.distributor, state.global_model_weights).result
-    summable = tff.federated_map(client_work_with_files, (
-        weights, tff.federated_broadcast(params), client_data, read_prefixes, write_prefixes,
-        client_inputs))
+    summable = tff.federated_map(client_work_with_files,
+                                 (weights, tff.federated_broadcast(params), client_data,
+                                  read_prefixes, write_prefixes, client_inputs))
     return server_phase_body(state, summable)
 
   return next_with_state_files
@@ -287,16 +299,14 @@ def _server_phase(functions: round_functions_lib.RoundFunctions, initial_server_
   return initialize_fn, server_phase_body
 
 
-def _server_phase_with_factory(functions: round_functions_lib.RoundFunctions,
-                               initial_server_state, summable_type,
-                               model_aggregator: AggregationFactory):
+def _server_phase_with_factory(functions: round_functions_lib.RoundFunctions, initial_server_state,
+                               summable_type, model_aggregator: AggregationFactory):
   """`(initialize_fn, server_phase_body)` with `model_aggregator`'s process in place of the
   weighted mean (see the module docstring)."""
   message_type = summable_type['message']
   if isinstance(model_aggregator, tff.aggregators.WeightedAggregationFactory):
     aggregator = model_aggregator.create(message_type, summable_type['weight'])
-    aggregate = lambda state, summable: aggregator.next(state, summable.message,
-                                                        summable.weight)
+    aggregate = lambda state, summable: aggregator.next(state, summable.message, summable.weight)
   elif isinstance(model_aggregator, tff.aggregators.UnweightedAggregationFactory):
     aggregator = model_aggregator.create(message_type)
     aggregate = lambda state, summable: aggregator.next(state, summable.message)
@@ -312,13 +322,14 @@ def _server_phase_with_factory(functions: round_functions_lib.RoundFunctions,
 
   @tff.federated_computation
   def initialize_fn():
-    return tff.federated_map(with_aggregator_state, (
-        tff.federated_eval(initial_server_state, tff.SERVER), aggregator.initialize()))
+    return tff.federated_map(
+        with_aggregator_state,
+        (tff.federated_eval(initial_server_state, tff.SERVER), aggregator.initialize()))
 
   state_type = initialize_fn.type_signature.result.member
-  sums_type = tff.StructWithPythonType(
-      [(name, summable_type[name]) for name in ('weight', 'counters', 'statistics',
-                                                'model_metrics')], collections.OrderedDict)
+  sums_type = tff.StructWithPythonType([
+      (name, summable_type[name]) for name in ('weight', 'counters', 'statistics', 'model_metrics')
+  ], collections.OrderedDict)
   measurements_type = aggregator.next.type_signature.result.measurements.member
 
   @tff.tensorflow.computation(state_type, aggregator_state_type, message_type, sums_type,
@@ -331,11 +342,12 @@ def _server_phase_with_factory(functions: round_functions_lib.RoundFunctions,
 
   def server_phase_body(state, summable):
     aggregated = aggregate(state.aggregator, summable)
-    sums = tff.federated_sum(collections.OrderedDict(
-        (name, summable[name]) for name in ('weight', 'counters', 'statistics',
-                                            'model_metrics')))
-    output = tff.federated_map(apply_update_and_report, (
-        state, aggregated.state, aggregated.result, sums, aggregated.measurements))
+    sums = tff.federated_sum(
+        collections.OrderedDict((name, summable[name])
+                                for name in ('weight', 'counters', 'statistics', 'model_metrics')))
+    output = tff.federated_map(
+        apply_update_and_report,
+        (state, aggregated.state, aggregated.result, sums, aggregated.measurements))
     return output[0], output[1]
 
   return initialize_fn, server_phase_body
@@ -350,8 +362,10 @@ def build_model_weights_accessors(state_type, model_weights_type):
 
   @tff.tensorflow.computation(state_type.member, model_weights_type)
   def set_model_weights(state, model_weights):
-    return tff.learning.templates.LearningAlgorithmState(
-        global_model_weights=model_weights, distributor=state.distributor,
-        client_work=state.client_work, aggregator=state.aggregator, finalizer=state.finalizer)
+    return tff.learning.templates.LearningAlgorithmState(global_model_weights=model_weights,
+                                                         distributor=state.distributor,
+                                                         client_work=state.client_work,
+                                                         aggregator=state.aggregator,
+                                                         finalizer=state.finalizer)
 
   return get_model_weights, set_model_weights

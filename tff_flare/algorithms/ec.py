@@ -57,8 +57,11 @@ def proximal_training(regularized) -> parts.LocalTraining:
   def penalty(server_weights, client_state, params):
     del client_state
     server_trainable = list(server_weights.trainable)
-    return (lambda w: regularizers.proximal_penalty_gradient(  # pylint: disable=g-long-lambda
-        w, server_trainable, regularized, params['tau']), local_training.ALL_STEPS, False)
+    return (
+        lambda w: regularizers.proximal_penalty_gradient(  # pylint: disable=g-long-lambda
+            w, server_trainable, regularized, params['tau']),
+        local_training.ALL_STEPS,
+        False)
 
   return parts.LocalTraining(penalty=penalty)
 
@@ -99,12 +102,13 @@ def build_ec(
   """
   rule = sparsification.as_rule(topk_rule)
   error_feedback.validate_compression(model_fn, keep_percent, rule)
-  return composer.compose(
-      model_fn, parts.algorithm(parts.LocalTraining(),
-                                error_feedback.topk_compressor(keep_percent, rule)),
-      client_optimizer=client_optimizer, server_optimizer=server_optimizer,
-      model_aggregator=model_aggregator,
-      client_weighting=client_weighting)
+  return composer.compose(model_fn,
+                          parts.algorithm(parts.LocalTraining(),
+                                          error_feedback.topk_compressor(keep_percent, rule)),
+                          client_optimizer=client_optimizer,
+                          server_optimizer=server_optimizer,
+                          model_aggregator=model_aggregator,
+                          client_weighting=client_weighting)
 
 
 @process.records_build
@@ -133,12 +137,13 @@ def build_ec_fedprox(
   """
   rule = sparsification.as_rule(topk_rule)
   error_feedback.validate_compression(model_fn, keep_percent, rule)
-  regularized = regularizers.regularized_tensor_flags(model_facts.model_facts(model_fn).names,
-                                                      is_regularized)
-  return composer.compose(
-      model_fn, parts.algorithm(proximal_training(regularized),
-                                error_feedback.topk_compressor(keep_percent, rule),
-                                schedules.tau_schedule(tau, tau_decay)),
-      client_optimizer=client_optimizer, server_optimizer=server_optimizer,
-      model_aggregator=model_aggregator,
-      client_weighting=client_weighting)
+  regularized = regularizers.regularized_tensor_flags(
+      model_facts.model_facts(model_fn).names, is_regularized)
+  return composer.compose(model_fn,
+                          parts.algorithm(proximal_training(regularized),
+                                          error_feedback.topk_compressor(keep_percent, rule),
+                                          schedules.tau_schedule(tau, tau_decay)),
+                          client_optimizer=client_optimizer,
+                          server_optimizer=server_optimizer,
+                          model_aggregator=model_aggregator,
+                          client_weighting=client_weighting)

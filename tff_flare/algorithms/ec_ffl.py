@@ -50,10 +50,11 @@ def adaptive_schedule(keep_percent: float, local_epochs: int) -> parts.RoundSche
 
   def initial_state():
     nan = tf.constant(float('nan'), tf.float64)
-    return collections.OrderedDict(
-        round_num=tf.constant(0, tf.int32), keep_percent=tf.constant(keep_percent, tf.float64),
-        local_epochs=tf.constant(local_epochs, tf.float64), reference_loss=nan,
-        test_loss=nan)
+    return collections.OrderedDict(round_num=tf.constant(0, tf.int32),
+                                   keep_percent=tf.constant(keep_percent, tf.float64),
+                                   local_epochs=tf.constant(local_epochs, tf.float64),
+                                   reference_loss=nan,
+                                   test_loss=nan)
 
   def round_params(state):
     ratio = state['reference_loss'] / state['test_loss']
@@ -61,29 +62,31 @@ def adaptive_schedule(keep_percent: float, local_epochs: int) -> parts.RoundSche
     ratio = tf.where(recorded, ratio, tf.constant(1.0, tf.float64))
     cube_root = tf.pow(ratio, 1.0 / 3.0)
     epochs = tf.maximum(tf.constant(1.0, tf.float64), tf.round(state['local_epochs'] / cube_root))
-    return collections.OrderedDict(
-        keep_percent=tf.cast(state['keep_percent'] * cube_root, tf.float32),
-        local_epochs=tf.cast(epochs, tf.int32))
+    return collections.OrderedDict(keep_percent=tf.cast(state['keep_percent'] * cube_root,
+                                                        tf.float32),
+                                   local_epochs=tf.cast(epochs, tf.int32))
 
   def advance(state):
     return collections.OrderedDict(state, round_num=state['round_num'] + 1)
 
   def report(state):
-    return collections.OrderedDict(round_params(state), reference_loss=state['reference_loss'],
+    return collections.OrderedDict(round_params(state),
+                                   reference_loss=state['reference_loss'],
                                    test_loss=state['test_loss'])
 
   def record_test_loss(state, loss):
     loss = tf.cast(loss, tf.float64)
-    reference = tf.where(tf.math.is_nan(state['reference_loss']), loss,
-                         state['reference_loss'])
+    reference = tf.where(tf.math.is_nan(state['reference_loss']), loss, state['reference_loss'])
     return collections.OrderedDict(state, reference_loss=reference, test_loss=loss)
 
-  return parts.RoundSchedule(initial_state=initial_state, round_params=round_params,
-                             advance=advance, report=report, record_test_loss=record_test_loss)
+  return parts.RoundSchedule(initial_state=initial_state,
+                             round_params=round_params,
+                             advance=advance,
+                             report=report,
+                             record_test_loss=record_test_loss)
 
 
-def epochs_of(dataset: tf.data.Dataset, data_epochs: int, epochs: tf.Tensor
-              ) -> tf.data.Dataset:
+def epochs_of(dataset: tf.data.Dataset, data_epochs: int, epochs: tf.Tensor) -> tf.data.Dataset:
   """`epochs` passes over a client dataset that holds `data_epochs` passes of its batches."""
   if data_epochs > 1:
     num_batches = dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1)
@@ -132,10 +135,11 @@ def build_ec_ffl(
   if isinstance(local_epochs, bool) or not isinstance(local_epochs, int) or local_epochs < 1:
     raise ValueError(f'local_epochs (the paper\'s E) must be an int >= 1, got {local_epochs!r}.')
   # R' from the round's parameters (keep_percent=None), E' passes of the batches.
-  return composer.compose(
-      model_fn, parts.algorithm(adapted_epochs(local_epochs),
-                                error_feedback.topk_compressor(None, rule),
-                                adaptive_schedule(keep_percent, local_epochs)),
-      client_optimizer=client_optimizer, server_optimizer=server_optimizer,
-      model_aggregator=model_aggregator,
-      client_weighting=client_weighting)
+  return composer.compose(model_fn,
+                          parts.algorithm(adapted_epochs(local_epochs),
+                                          error_feedback.topk_compressor(None, rule),
+                                          adaptive_schedule(keep_percent, local_epochs)),
+                          client_optimizer=client_optimizer,
+                          server_optimizer=server_optimizer,
+                          model_aggregator=model_aggregator,
+                          client_weighting=client_weighting)

@@ -76,8 +76,7 @@ def running_mean_of_corrections(total_clients: int) -> parts.Aggregation:
 
 
 def ef21_compressor(keep_percent: float, rule: sparsification.TopKRule, *,
-                    dense_state_shortcut: bool, total_clients: Optional[int]
-                    ) -> parts.Compressor:
+                    dense_state_shortcut: bool, total_clients: Optional[int]) -> parts.Compressor:
   """EF21's client side (`c = TopK(d - g)`, `g <- g + c`) with its server aggregation."""
 
   def compress(delta, client_state, params, client_input, num_examples):
@@ -87,13 +86,12 @@ def ef21_compressor(keep_percent: float, rule: sparsification.TopKRule, *,
     correction = split.sent
     new_state = [g + c for g, c in zip(state, correction)]
     message = new_state if dense_state_shortcut else correction
-    return parts.ClientOutput(
-        message=message,
-        client_state=collections.OrderedDict([(EF21_STATE, new_state)]),
-        counters=collections.OrderedDict(
-            entries_sent=(sparsification.count_nonzero(message) if dense_state_shortcut
-                          else split.num_sent),
-            correction_entries=split.num_sent))
+    return parts.ClientOutput(message=message,
+                              client_state=collections.OrderedDict([(EF21_STATE, new_state)]),
+                              counters=collections.OrderedDict(
+                                  entries_sent=(sparsification.count_nonzero(message)
+                                                if dense_state_shortcut else split.num_sent),
+                                  correction_entries=split.num_sent))
 
   if dense_state_shortcut:
     aggregation = parts.weighted_mean()
@@ -102,8 +100,7 @@ def ef21_compressor(keep_percent: float, rule: sparsification.TopKRule, *,
       raise ValueError('EF21 without the dense-state shortcut needs total_clients (the N of '
                        "the server's running mean of client states).")
     aggregation = running_mean_of_corrections(total_clients)
-  return parts.Compressor(compress=compress, initial_state=zero_ef21_state,
-                          aggregation=aggregation)
+  return parts.Compressor(compress=compress, initial_state=zero_ef21_state, aggregation=aggregation)
 
 
 @process.records_build
@@ -144,7 +141,11 @@ def build_ef21(
   """
   rule = sparsification.as_rule(topk_rule)
   error_feedback.validate_compression(model_fn, keep_percent, rule)
-  compressor = ef21_compressor(keep_percent, rule, dense_state_shortcut=dense_state_shortcut,
+  compressor = ef21_compressor(keep_percent,
+                               rule,
+                               dense_state_shortcut=dense_state_shortcut,
                                total_clients=total_clients)
-  return composer.compose(model_fn, parts.algorithm(parts.LocalTraining(), compressor),
-                          client_optimizer=client_optimizer, server_optimizer=server_optimizer)
+  return composer.compose(model_fn,
+                          parts.algorithm(parts.LocalTraining(), compressor),
+                          client_optimizer=client_optimizer,
+                          server_optimizer=server_optimizer)

@@ -28,8 +28,7 @@ def zero_accumulator(specs: Sequence[tf.TensorSpec]) -> collections.OrderedDict:
   return collections.OrderedDict([(ACCUMULATOR, [tf.zeros(s.shape, s.dtype) for s in specs])])
 
 
-def compress(delta, accumulator, keep_percent, rule: sparsification.TopKRule
-             ) -> parts.ClientOutput:
+def compress(delta, accumulator, keep_percent, rule: sparsification.TopKRule) -> parts.ClientOutput:
   """The error-feedback step, as a client's output.
 
   Args:
@@ -45,14 +44,14 @@ def compress(delta, accumulator, keep_percent, rule: sparsification.TopKRule
   """
   corrected = [d + a for d, a in zip(delta, accumulator)]
   split = sparsification.sparsify(corrected, keep_percent, rule)
-  return parts.ClientOutput(
-      message=split.sent, client_state=collections.OrderedDict([(ACCUMULATOR, split.residual)]),
-      counters=collections.OrderedDict(entries_sent=split.num_sent))
+  return parts.ClientOutput(message=split.sent,
+                            client_state=collections.OrderedDict([(ACCUMULATOR, split.residual)]),
+                            counters=collections.OrderedDict(entries_sent=split.num_sent))
 
 
-def topk_compressor(keep_percent: Optional[float],
-                    rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS
-                    ) -> parts.Compressor:
+def topk_compressor(
+    keep_percent: Optional[float],
+    rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS) -> parts.Compressor:
   """Top-k error feedback as a compressor (see the module docstring)."""
 
   def compress_delta(delta, client_state, params, client_input, num_examples):
@@ -70,5 +69,4 @@ def validate_compression(model_fn, keep_percent: float, rule: sparsification.Top
     ValueError: an R outside (0, 100], or one the authors' rule cannot apply to a tensor.
   """
   facts = model_facts.model_facts(model_fn)
-  sparsification.check_rule_fits([s.shape for s in facts.specs], keep_percent, rule,
-                                 facts.names)
+  sparsification.check_rule_fits([s.shape for s in facts.specs], keep_percent, rule, facts.names)

@@ -120,14 +120,16 @@ def build_flare(
   local_training.validate_penalized_steps(reg_steps)
   rule = sparsification.as_rule(topk_rule)
   error_feedback.validate_compression(model_fn, keep_percent, rule)
-  training = flare_pull(
-      regularized=regularizers.regularized_tensor_flags(model_facts.model_facts(model_fn).names,
-                                                        is_regularized),
-      mask_percentile=mask_percentile, reg_steps=reg_steps,
-      restart_optimizer_after_reg_steps=restart_optimizer_after_reg_steps)
-  return composer.compose(
-      model_fn, parts.algorithm(training, error_feedback.topk_compressor(keep_percent, rule),
-                                schedules.tau_schedule(tau, tau_decay)),
-      client_optimizer=client_optimizer, server_optimizer=server_optimizer,
-      model_aggregator=model_aggregator,
-      client_weighting=client_weighting)
+  training = flare_pull(regularized=regularizers.regularized_tensor_flags(
+      model_facts.model_facts(model_fn).names, is_regularized),
+                        mask_percentile=mask_percentile,
+                        reg_steps=reg_steps,
+                        restart_optimizer_after_reg_steps=restart_optimizer_after_reg_steps)
+  return composer.compose(model_fn,
+                          parts.algorithm(training,
+                                          error_feedback.topk_compressor(keep_percent, rule),
+                                          schedules.tau_schedule(tau, tau_decay)),
+                          client_optimizer=client_optimizer,
+                          server_optimizer=server_optimizer,
+                          model_aggregator=model_aggregator,
+                          client_weighting=client_weighting)

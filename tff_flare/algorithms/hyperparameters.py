@@ -50,17 +50,27 @@ class Knob:
   def field(self, default: Any = dataclasses.MISSING) -> Any:
     """A dataclass field of this knob (optionally with another default)."""
     return dataclasses.field(default=self.default if default is dataclasses.MISSING else default,
-                             metadata={HELP: self.help, CHECK: self.check})
+                             metadata={
+                                 HELP: self.help,
+                                 CHECK: self.check
+                             })
 
 
-def setting(default: Any, help_text: str, check: Optional[Callable[[Any], None]] = None, *,
+def setting(default: Any,
+            help_text: str,
+            check: Optional[Callable[[Any], None]] = None,
+            *,
             host_only: bool = False) -> Any:
   """A dataclass field that is no algorithm's knob (the task, the rounds, ...), with help.
 
   `host_only`: a number only Python computes with (a timeout, a memory budget), which its own
   check bounds; `check_fields` does not hold it to TensorFlow's ranges."""
   return dataclasses.field(default=default,
-                           metadata={HELP: help_text, CHECK: check, HOST_ONLY: host_only})
+                           metadata={
+                               HELP: help_text,
+                               CHECK: check,
+                               HOST_ONLY: host_only
+                           })
 
 
 def check_representable(name: str, value: Any) -> None:
@@ -77,8 +87,8 @@ def check_representable(name: str, value: Any) -> None:
   if isinstance(value, int) and not -INT_LIMIT <= value < INT_LIMIT:
     raise ValueError(f'{name} must be an int in [-2^31, 2^31) (the run counts in int32), got '
                      f'{value}.')
-  if isinstance(value, float) and not (
-      math.isfinite(value) and (value == 0 or FLOAT32_TINY <= abs(value) <= FLOAT32_MAX)):
+  if isinstance(value, float) and not (math.isfinite(value) and
+                                       (value == 0 or FLOAT32_TINY <= abs(value) <= FLOAT32_MAX)):
     raise ValueError(f'{name} must be a finite number, 0 or of magnitude in [1.2e-38, 3.4e38] '
                      f'(the run computes in float32), got {value}.')
 
@@ -113,8 +123,7 @@ def check_int(name: str, minimum: int) -> Callable[[Any], None]:
   return check
 
 
-def check_number(name: str, minimum: float, *, inclusive: bool = True
-                 ) -> Callable[[Any], None]:
+def check_number(name: str, minimum: float, *, inclusive: bool = True) -> Callable[[Any], None]:
   """A check that a value is a finite number >= `minimum` (> with `inclusive=False`)."""
 
   def check(value) -> None:

@@ -55,8 +55,7 @@ def as_learning_process(
   def next_fn(state, client_data):
     nothing = tff.federated_value((), tff.CLIENTS)
     output = process.next(state, client_data, nothing, nothing)
-    return tff.learning.templates.LearningProcessOutput(state=output.state,
-                                                        metrics=output.metrics)
+    return tff.learning.templates.LearningProcessOutput(state=output.state, metrics=output.metrics)
 
   return tff.learning.templates.LearningProcess(initialize, next_fn, process.get_model_weights,
                                                 process.set_model_weights)

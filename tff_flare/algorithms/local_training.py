@@ -112,16 +112,13 @@ def train_locally(
     if penalty_gradient_fn is not None and every_step:
       gradients = [g + p for g, p in zip(gradients, penalty_gradient_fn(weights))]
     elif penalty_gradient_fn is not None:
-      gradients = tf.cond(
-          tf.less(step_num, penalized_steps),
-          lambda: [g + p for g, p in zip(gradients, penalty_gradient_fn(weights))],
-          lambda: list(gradients))
+      gradients = tf.cond(tf.less(step_num, penalized_steps),
+                          lambda: [g + p for g, p in zip(gradients, penalty_gradient_fn(weights))],
+                          lambda: list(gradients))
       if restart_optimizer_after_penalty:
-        optimizer_state = tf.cond(
-            tf.equal(step_num, penalized_steps), lambda: optimizer.initialize(specs),
-            lambda: optimizer_state)
-    optimizer_state, new_weights = optimizer.next(
-        optimizer_state, tuple(weights), tuple(gradients))
+        optimizer_state = tf.cond(tf.equal(step_num, penalized_steps),
+                                  lambda: optimizer.initialize(specs), lambda: optimizer_state)
+    optimizer_state, new_weights = optimizer.next(optimizer_state, tuple(weights), tuple(gradients))
     for variable, value in zip(trainable, new_weights):
       variable.assign(value)
     num_examples += tf.cast(output.num_examples, tf.int64)
@@ -132,10 +129,9 @@ def train_locally(
       lambda num_examples, step_num, optimizer_state: step_num < client_batches.num_steps,
       step, (tf.constant(0, tf.int64), tf.constant(0, tf.int32), optimizer.initialize(specs)),
       parallel_iterations=1)
-  return LocalTrainingResult(
-      trainable_weights=[tf.convert_to_tensor(v) for v in trainable],
-      num_examples=num_examples,
-      num_steps=num_steps)
+  return LocalTrainingResult(trainable_weights=[tf.convert_to_tensor(v) for v in trainable],
+                             num_examples=num_examples,
+                             num_steps=num_steps)
 
 
 def model_delta(result: LocalTrainingResult, server_weights) -> list[tf.Tensor]:

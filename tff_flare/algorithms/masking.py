@@ -54,16 +54,17 @@ APPLIED_DRAW = 0
 
 def validate_keep_probability(keep_probability: float) -> None:
   """Raises ValueError unless 0 < q <= 1."""
-  if (isinstance(keep_probability, bool) or not isinstance(keep_probability, (int, float))
-      or not math.isfinite(keep_probability) or not 0.0 < keep_probability <= 1.0):
+  if (isinstance(keep_probability, bool) or not isinstance(keep_probability, (int, float)) or
+      not math.isfinite(keep_probability) or not 0.0 < keep_probability <= 1.0):
     raise ValueError(f'keep probability q must be in (0, 1], got {keep_probability!r}.')
 
 
-KEEP_PROBABILITY = hyperparameters.Knob(0.5, 'mask_*: the keep probability q of update '
-                                        'masking, in (0, 1].', validate_keep_probability)
-NUM_MASK_DRAWS = hyperparameters.Knob(0, 'mask_*: fresh mask draws per mode and round for the '
-                                      'empirical variances.',
-                                      hyperparameters.check_int('num_mask_draws', 0))
+KEEP_PROBABILITY = hyperparameters.Knob(
+    0.5, 'mask_*: the keep probability q of update '
+    'masking, in (0, 1].', validate_keep_probability)
+NUM_MASK_DRAWS = hyperparameters.Knob(
+    0, 'mask_*: fresh mask draws per mode and round for the '
+    'empirical variances.', hyperparameters.check_int('num_mask_draws', 0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,8 +97,11 @@ def _seed_for(round_seed: tf.Tensor, client_key: Optional[tf.Tensor], draw: int,
   return tf.random.experimental.stateless_fold_in(seed, tensor_index)
 
 
-def keep_masks(shapes: Sequence[tf.TensorShape], keep_probability: float, round_seed: tf.Tensor,
-               client_key: Optional[tf.Tensor], draw: int = APPLIED_DRAW) -> list[tf.Tensor]:
+def keep_masks(shapes: Sequence[tf.TensorShape],
+               keep_probability: float,
+               round_seed: tf.Tensor,
+               client_key: Optional[tf.Tensor],
+               draw: int = APPLIED_DRAW) -> list[tf.Tensor]:
   """Boolean masks, one per shape, each entry True with probability q.
 
   Args:
@@ -117,8 +121,10 @@ def keep_masks(shapes: Sequence[tf.TensorShape], keep_probability: float, round_
 def apply_masks(delta: Sequence[tf.Tensor], masks: Sequence[Optional[tf.Tensor]],
                 keep_probability: float) -> list[tf.Tensor]:
   """`(m * delta) / q` per tensor; a None mask leaves its tensor unmasked."""
-  return [d if m is None else tf.where(m, d / keep_probability, tf.zeros_like(d))
-          for d, m in zip(delta, masks)]
+  return [
+      d if m is None else tf.where(m, d / keep_probability, tf.zeros_like(d))
+      for d, m in zip(delta, masks)
+  ]
 
 
 def _masks_for(mode, shapes, masked, keep_probability, round_seed, client_key, draw):
@@ -131,12 +137,11 @@ def _masks_for(mode, shapes, masked, keep_probability, round_seed, client_key, d
 
 def _squared_norm(tensors) -> tf.Tensor:
   # A sum of the stacked parts, not `tf.add_n` (see `sparsification.count_nonzero`).
-  return tf.reduce_sum(tf.stack([tf.reduce_sum(tf.square(tf.cast(t, tf.float64)))
-                                 for t in tensors]))
+  return tf.reduce_sum(tf.stack([tf.reduce_sum(tf.square(tf.cast(t, tf.float64))) for t in tensors
+                                ]))
 
 
-def _masking_noise_draws(delta, masked, keep_probability, round_seed, client_key, mode,
-                         num_draws):
+def _masking_noise_draws(delta, masked, keep_probability, round_seed, client_key, mode, num_draws):
   """Per tensor, `[num_draws, *shape]` noises `(m/q - 1) * delta` of the mode's fresh draws.
 
   One `tf.map_fn` over the draw indices 1..num_draws (int32, as a Python int draw index
@@ -148,7 +153,8 @@ def _masking_noise_draws(delta, masked, keep_probability, round_seed, client_key
     masks = _masks_for(mode, shapes, masked, keep_probability, round_seed, client_key, draw)
     return [sent - d for sent, d in zip(apply_masks(delta, masks, keep_probability), delta)]
 
-  return tf.map_fn(noise_of_draw, tf.range(1, num_draws + 1, dtype=tf.int32),
+  return tf.map_fn(noise_of_draw,
+                   tf.range(1, num_draws + 1, dtype=tf.int32),
                    fn_output_signature=[tf.TensorSpec(d.shape, d.dtype) for d in delta])
 
 
@@ -160,14 +166,18 @@ def _round_seed_schedule(seed: int) -> parts.RoundSchedule:
                                    seed=tf.constant(seed, tf.int64))
 
   def round_params(state):
-    return collections.OrderedDict(round_seed=tf.random.stateless_uniform(
-        [2], seed=tf.stack([state['seed'], state['round_num']]), minval=None, maxval=None,
-        dtype=tf.int64))
+    return collections.OrderedDict(
+        round_seed=tf.random.stateless_uniform([2],
+                                               seed=tf.stack([state['seed'], state['round_num']]),
+                                               minval=None,
+                                               maxval=None,
+                                               dtype=tf.int64))
 
   def advance(state):
     return collections.OrderedDict(round_num=state['round_num'] + 1, seed=state['seed'])
 
-  return parts.RoundSchedule(initial_state=initial_state, round_params=round_params,
+  return parts.RoundSchedule(initial_state=initial_state,
+                             round_params=round_params,
                              advance=advance)
 
 
@@ -187,20 +197,23 @@ def _mask_delta(delta, client_state, params, client_input, num_examples, *, mask
   noises = collections.OrderedDict()
   if num_mask_draws:
     for mode in (MaskMode.INDEPENDENT, MaskMode.SYNCHRONIZED):
-      noises[mode.value] = [weight32 * n for n in _masking_noise_draws(
-          delta, masked, keep_probability, round_seed, client_input, mode, num_mask_draws)]
-  statistics = collections.OrderedDict(
-      weighted_delta=[weight32 * d for d in masked_delta],
-      sums=collections.OrderedDict(
-          weight=weight64,
-          squared_weight=tf.square(weight64),
-          weighted_squared_norm=tf.square(weight64) * squared_norm,
-          delta_norm=tf.sqrt(squared_norm),
-          num_clients=tf.constant(1.0, tf.float64)),
-      weighted_noises=noises)
+      noises[mode.value] = [
+          weight32 * n for n in _masking_noise_draws(delta, masked, keep_probability, round_seed,
+                                                     client_input, mode, num_mask_draws)
+      ]
+  statistics = collections.OrderedDict(weighted_delta=[weight32 * d for d in masked_delta],
+                                       sums=collections.OrderedDict(
+                                           weight=weight64,
+                                           squared_weight=tf.square(weight64),
+                                           weighted_squared_norm=tf.square(weight64) * squared_norm,
+                                           delta_norm=tf.sqrt(squared_norm),
+                                           num_clients=tf.constant(1.0, tf.float64)),
+                                       weighted_noises=noises)
   message = apply_masks(delta, masks, keep_probability)
   return parts.ClientOutput(
-      message=message, weight=weight, statistics=statistics,
+      message=message,
+      weight=weight,
+      statistics=statistics,
       counters=collections.OrderedDict(entries_sent=sparsification.count_nonzero(message)))
 
 
@@ -247,33 +260,39 @@ def build_masked_fedavg(
   if not isinstance(client_weighting, tff.learning.ClientWeighting):
     raise ValueError(f'client_weighting must be a tff.learning.ClientWeighting, got '
                      f'{client_weighting!r}.')
-  if isinstance(num_mask_draws, bool) or not isinstance(num_mask_draws, int) or (
-      num_mask_draws < 0):
+  if isinstance(num_mask_draws,
+                bool) or not isinstance(num_mask_draws, int) or (num_mask_draws < 0):
     raise ValueError(f'num_mask_draws must be an int >= 0, got {num_mask_draws!r}.')
   names = model_facts.model_facts(model_fn).names
   masked = [True if is_masked is None else bool(is_masked(n)) for n in names]
   compress = functools.partial(
-      _mask_delta, mask_mode=mask_mode, masked=masked, keep_probability=keep_probability,
+      _mask_delta,
+      mask_mode=mask_mode,
+      masked=masked,
+      keep_probability=keep_probability,
       num_mask_draws=num_mask_draws,
       by_examples=client_weighting == tff.learning.ClientWeighting.NUM_EXAMPLES)
 
   def server_metrics(statistics, weight_sum):
     mean_delta = [tf.math.divide_no_nan(t, weight_sum) for t in statistics['weighted_delta']]
     mean_noises = collections.OrderedDict(
-        (mode, [tf.math.divide_no_nan(n, weight_sum) for n in noises])
+        (mode, [tf.math.divide_no_nan(n, weight_sum)
+                for n in noises])
         for mode, noises in statistics['weighted_noises'].items())
-    return collections.OrderedDict(survival=survival_metrics(
-        mean_delta, statistics['sums'], mean_noises, keep_probability))
+    return collections.OrderedDict(
+        survival=survival_metrics(mean_delta, statistics['sums'], mean_noises, keep_probability))
 
-  compressor = parts.Compressor(
-      compress=compress, server_metrics=server_metrics,
-      client_inputs=parts.ClientInputs(
-          spec=tf.TensorSpec([], tf.int64),
-          from_client_ids=lambda ids: [client_key(cid) for cid in ids]))
-  return composer.compose(
-      model_fn, parts.algorithm(parts.LocalTraining(), compressor, _round_seed_schedule(seed)),
-      client_optimizer=client_optimizer, server_optimizer=server_optimizer,
-      model_aggregator=model_aggregator)
+  compressor = parts.Compressor(compress=compress,
+                                server_metrics=server_metrics,
+                                client_inputs=parts.ClientInputs(
+                                    spec=tf.TensorSpec([], tf.int64),
+                                    from_client_ids=lambda ids: [client_key(cid) for cid in ids]))
+  return composer.compose(model_fn,
+                          parts.algorithm(parts.LocalTraining(), compressor,
+                                          _round_seed_schedule(seed)),
+                          client_optimizer=client_optimizer,
+                          server_optimizer=server_optimizer,
+                          model_aggregator=model_aggregator)
 
 
 def survival_metrics(mean_delta: Sequence[tf.Tensor], sums: dict, mean_noises: dict,
@@ -306,22 +325,24 @@ def survival_metrics(mean_delta: Sequence[tf.Tensor], sums: dict, mean_noises: d
   variance_factor = tf.constant((1.0 - keep_probability) / keep_probability, tf.float64)
   survival = tf.math.divide_no_nan(mean_norm2, sum_p2_norm2)
   s_max = tf.math.divide_no_nan(tf.square(total_weight), sums['squared_weight'])
-  metrics = collections.OrderedDict(
-      r_ind=variance_factor * sum_p2_norm2,
-      r_sync=variance_factor * mean_norm2,
-      survival=survival,
-      s_max=s_max,
-      survival_normalized=tf.math.divide_no_nan(survival, s_max),
-      mean_client_delta_norm=tf.math.divide_no_nan(sums['delta_norm'], sums['num_clients']),
-      mean_delta_norm=tf.sqrt(mean_norm2),
-      num_clients=sums['num_clients'])
+  metrics = collections.OrderedDict(r_ind=variance_factor * sum_p2_norm2,
+                                    r_sync=variance_factor * mean_norm2,
+                                    survival=survival,
+                                    s_max=s_max,
+                                    survival_normalized=tf.math.divide_no_nan(survival, s_max),
+                                    mean_client_delta_norm=tf.math.divide_no_nan(
+                                        sums['delta_norm'], sums['num_clients']),
+                                    mean_delta_norm=tf.sqrt(mean_norm2),
+                                    num_clients=sums['num_clients'])
   for mode, noise in mean_noises.items():
-    per_draw = tf.add_n([tf.reduce_sum(tf.square(tf.cast(n, tf.float64)),
-                                       axis=list(range(1, n.shape.rank))) for n in noise])
+    per_draw = tf.add_n([
+        tf.reduce_sum(tf.square(tf.cast(n, tf.float64)), axis=list(range(1, n.shape.rank)))
+        for n in noise
+    ])
     num_draws = tf.cast(tf.size(per_draw), tf.float64)
     metrics[f'r_{_short(mode)}_empirical'] = tf.reduce_mean(per_draw)
-    metrics[f'r_{_short(mode)}_empirical_stderr'] = (
-        tf.math.reduce_std(per_draw) / tf.sqrt(tf.maximum(num_draws - 1.0, 1.0)))
+    metrics[f'r_{_short(mode)}_empirical_stderr'] = (tf.math.reduce_std(per_draw) /
+                                                     tf.sqrt(tf.maximum(num_draws - 1.0, 1.0)))
   if mean_noises:
     metrics['survival_empirical'] = tf.math.divide_no_nan(metrics['r_sync_empirical'],
                                                           metrics['r_ind_empirical'])
@@ -330,4 +351,3 @@ def survival_metrics(mean_delta: Sequence[tf.Tensor], sums: dict, mean_noises: d
 
 def _short(mode: str) -> str:
   return {'independent': 'ind', 'synchronized': 'sync'}[mode]
-

@@ -35,8 +35,8 @@ def check(name: str, norm: Optional[float]) -> None:
   if name not in NAMES:
     raise ValueError(f'Unknown model aggregator {name!r}; known: {", ".join(NAMES)}.')
   if name in WITH_NORM:
-    if (norm is None or isinstance(norm, bool) or not isinstance(norm, (int, float))
-        or not math.isfinite(norm) or norm <= 0):
+    if (norm is None or isinstance(norm, bool) or not isinstance(norm, (int, float)) or
+        not math.isfinite(norm) or norm <= 0):
       raise ValueError(f'model_aggregator={name} needs aggregator_norm, a finite number > 0; '
                        f'got {norm!r}.')
   elif norm is not None:
@@ -57,7 +57,7 @@ def build(name: str, norm: Optional[float] = None) -> Optional[composer.Aggregat
     return tff.aggregators.MeanFactory()
   if name in WITH_NORM:
     assert norm is not None  # `check` refuses a missing one.
-    build_factory = (tff.aggregators.clipping_factory if name == 'clipping' else
-                     tff.aggregators.zeroing_factory)
+    build_factory = (tff.aggregators.clipping_factory
+                     if name == 'clipping' else tff.aggregators.zeroing_factory)
     return build_factory(float(norm), tff.aggregators.MeanFactory())
   return tff.learning.robust_aggregator()

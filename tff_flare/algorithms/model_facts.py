@@ -47,8 +47,8 @@ def check_model_fn(model_fn) -> None:
                     'a model_fn that returns one (tff.learning.models.from_keras_model(...)); a '
                     'FunctionalModel is not supported (its local training is the Keras '
                     "model's own).")
-  if isinstance(model_fn, (tf.keras.Model, tff.learning.models.VariableModel)) or not callable(
-      model_fn):
+  if isinstance(model_fn,
+                (tf.keras.Model, tff.learning.models.VariableModel)) or not callable(model_fn):
     raise TypeError(f'model_fn must be a no-argument function returning a new '
                     f'tff.learning.models.VariableModel, got {type(model_fn).__name__}.')
 
@@ -78,9 +78,9 @@ def model_facts(model_fn: ModelFn) -> ModelFacts:
     model = _built(model_fn)
     variables = model.trainable_variables
     specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in variables)
-    return ModelFacts(
-        specs=specs, names=tuple(v.name for v in variables),
-        num_parameters=sum(int(s.shape.num_elements()) for s in specs),
-        input_spec=model.input_spec,
-        weights_type=tff.learning.models.weights_type_from_model(model),
-        metrics_model=model)
+    return ModelFacts(specs=specs,
+                      names=tuple(v.name for v in variables),
+                      num_parameters=sum(int(s.shape.num_elements()) for s in specs),
+                      input_spec=model.input_spec,
+                      weights_type=tff.learning.models.weights_type_from_model(model),
+                      metrics_model=model)

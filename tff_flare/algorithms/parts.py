@@ -207,8 +207,9 @@ class Compressor:
 
 def _dense(delta, client_state, params, client_input, num_examples) -> ClientOutput:
   del client_state, params, client_input, num_examples
-  return ClientOutput(message=list(delta), counters=collections.OrderedDict(
-      entries_sent=sparsification.count_nonzero(delta)))
+  return ClientOutput(
+      message=list(delta),
+      counters=collections.OrderedDict(entries_sent=sparsification.count_nonzero(delta)))
 
 
 def no_compression() -> Compressor:
@@ -224,22 +225,28 @@ def client_update(training: LocalTraining, compressor: Compressor) -> ClientUpda
       dataset = training.dataset(dataset, params)
     penalty_gradient_fn, penalized_steps, restart = None, local_training.ALL_STEPS, False
     if training.penalty is not None:
-      penalty_gradient_fn, penalized_steps, restart = training.penalty(server_weights,
-                                                                       client_state, params)
-    result = local_training.train_locally(
-        model, optimizer, server_weights, dataset, penalty_gradient_fn=penalty_gradient_fn,
-        penalized_steps=penalized_steps, restart_optimizer_after_penalty=restart)
+      penalty_gradient_fn, penalized_steps, restart = training.penalty(
+          server_weights, client_state, params)
+    result = local_training.train_locally(model,
+                                          optimizer,
+                                          server_weights,
+                                          dataset,
+                                          penalty_gradient_fn=penalty_gradient_fn,
+                                          penalized_steps=penalized_steps,
+                                          restart_optimizer_after_penalty=restart)
     return compressor.compress(local_training.model_delta(result, server_weights), client_state,
                                params, client_input, result.num_examples)
 
   return update
 
 
-def algorithm(training: LocalTraining, compressor: Compressor,
+def algorithm(training: LocalTraining,
+              compressor: Compressor,
               schedule: Optional[RoundSchedule] = None) -> AlgorithmParts:
   """The parts of an algorithm made of a local training and a compressor."""
-  return AlgorithmParts(
-      client_update=client_update(training, compressor),
-      initial_client_state=compressor.initial_state, client_inputs=compressor.client_inputs,
-      schedule=schedule or round_counter(), aggregation=compressor.aggregation,
-      server_metrics=compressor.server_metrics)
+  return AlgorithmParts(client_update=client_update(training, compressor),
+                        initial_client_state=compressor.initial_state,
+                        client_inputs=compressor.client_inputs,
+                        schedule=schedule or round_counter(),
+                        aggregation=compressor.aggregation,
+                        server_metrics=compressor.server_metrics)

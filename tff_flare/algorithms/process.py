@@ -81,8 +81,7 @@ def describe(value: Any, depth: int = 0) -> Any:
   return description
 
 
-def records_build(builder: Callable[..., 'AlgorithmProcess']
-                  ) -> Callable[..., 'AlgorithmProcess']:
+def records_build(builder: Callable[..., 'AlgorithmProcess']) -> Callable[..., 'AlgorithmProcess']:
   """`builder`, whose process records how it was built (`AlgorithmProcess.build`):
   `{'builder': <its name>, 'arguments': {name: describe(value)}}` of every argument but the
   model function (the model is compared by its variables). `simulate` records it and refuses
@@ -94,8 +93,11 @@ def records_build(builder: Callable[..., 'AlgorithmProcess']
     built = builder(*args, **kwargs)
     bound = signature.bind(*args, **kwargs)
     bound.apply_defaults()
-    built.build = dict(builder=builder.__name__, arguments={
-        name: describe(value) for name, value in bound.arguments.items() if name != 'model_fn'})
+    built.build = dict(
+        builder=builder.__name__,
+        arguments={
+            name: describe(value) for name, value in bound.arguments.items() if name != 'model_fn'
+        })
     return built
 
   return build
@@ -128,10 +130,18 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
 
   build: Optional[dict] = None
 
-  def __init__(self, initialize_fn, next_fn, *, initial_client_state, get_model_weights,
-               set_model_weights, num_trainable_parameters: int, model_fn,
+  def __init__(self,
+               initialize_fn,
+               next_fn,
+               *,
+               initial_client_state,
+               get_model_weights,
+               set_model_weights,
+               num_trainable_parameters: int,
+               model_fn,
                client_inputs: Optional[parts_lib.ClientInputs] = None,
-               record_test_loss=None, phases: Optional[RoundPhases] = None,
+               record_test_loss=None,
+               phases: Optional[RoundPhases] = None,
                next_with_state_files: Optional[tff.Computation] = None,
                round_functions: Optional[round_functions_lib.RoundFunctions] = None):
     super().__init__(initialize_fn, next_fn)

@@ -75,20 +75,21 @@ def qsgd_compressor(levels: int) -> parts.Compressor:
     del params, num_examples
     corrected = [d + a for d, a in zip(delta, client_state[error_feedback.ACCUMULATOR])]
     round_num = client_state[ROUNDS]
-    sent = [quantize(u, levels, seed_of(client_input, round_num, i))
-            for i, u in enumerate(corrected)]
+    sent = [
+        quantize(u, levels, seed_of(client_input, round_num, i)) for i, u in enumerate(corrected)
+    ]
     return parts.ClientOutput(
         message=sent,
-        client_state=collections.OrderedDict([
-            (error_feedback.ACCUMULATOR, [u - y for u, y in zip(corrected, sent)]),
-            (ROUNDS, round_num + 1)]),
+        client_state=collections.OrderedDict([(error_feedback.ACCUMULATOR,
+                                               [u - y for u, y in zip(corrected, sent)]),
+                                              (ROUNDS, round_num + 1)]),
         counters=collections.OrderedDict(entries_sent=sparsification.count_nonzero(sent)))
 
-  return parts.Compressor(
-      compress=compress, initial_state=initial_state,
-      client_inputs=parts.ClientInputs(
-          spec=tf.TensorSpec([], tf.int64),
-          from_client_ids=lambda ids: [masking.client_key(cid) for cid in ids]))
+  return parts.Compressor(compress=compress,
+                          initial_state=initial_state,
+                          client_inputs=parts.ClientInputs(
+                              spec=tf.TensorSpec([], tf.int64),
+                              from_client_ids=lambda ids: [masking.client_key(cid) for cid in ids]))
 
 
 @process.records_build
@@ -108,8 +109,9 @@ def build_qsgd_ef(
     ValueError: for `qsgd_levels` not an int >= 1.
   """
   QsgdParams(qsgd_levels=qsgd_levels)
-  return composer.compose(
-      model_fn, parts.algorithm(parts.LocalTraining(), qsgd_compressor(qsgd_levels)),
-      client_optimizer=client_optimizer, server_optimizer=server_optimizer,
-      model_aggregator=model_aggregator,
-      client_weighting=client_weighting)
+  return composer.compose(model_fn,
+                          parts.algorithm(parts.LocalTraining(), qsgd_compressor(qsgd_levels)),
+                          client_optimizer=client_optimizer,
+                          server_optimizer=server_optimizer,
+                          model_aggregator=model_aggregator,
+                          client_weighting=client_weighting)

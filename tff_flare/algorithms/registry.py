@@ -61,7 +61,8 @@ class Context:
 
   def options(self) -> dict:
     """The builder keywords of a composed algorithm that averages."""
-    return dict(client_optimizer=self.client_optimizer, model_aggregator=self.model_aggregator,
+    return dict(client_optimizer=self.client_optimizer,
+                model_aggregator=self.model_aggregator,
                 client_weighting=self.client_weighting)
 
 
@@ -87,38 +88,76 @@ def _given(params) -> dict:
 
 
 def _masked(mode: str, label: str) -> Algorithm:
-  return Algorithm(masking.MaskingParams, lambda m, p, c: masking.build_masked_fedavg(
-      m, mask_mode=mode, keep_probability=p.keep_probability, num_mask_draws=p.num_mask_draws, seed=c.seed, **c.options()), label)
+  return Algorithm(
+      masking.MaskingParams,
+      lambda m, p, c: masking.build_masked_fedavg(m,
+                                                  mask_mode=mode,
+                                                  keep_probability=p.keep_probability,
+                                                  num_mask_draws=p.num_mask_draws,
+                                                  seed=c.seed,
+                                                  **c.options()), label)
 
 
 ALGORITHMS: dict[str, Algorithm] = {
-    'flare': Algorithm(flare.FlareParams, lambda m, p, c: flare.build_flare(
-        m, **_given(p), **c.options(), is_regularized=c.is_regularized), 'FLARE', 'C3'),
-    'ec': Algorithm(ec.EcParams, lambda m, p, c: ec.build_ec(m, **_given(p), **c.options()),
-                    'EC', 'C0'),
-    'ec_fedprox': Algorithm(ec.EcFedProxParams, lambda m, p, c: ec.build_ec_fedprox(
-        m, **_given(p), **c.options(), is_regularized=c.is_regularized), 'EC+FedProx', 'C1'),
-    'ec_ffl': Algorithm(ec_ffl.EcFflParams, lambda m, p, c: ec_ffl.build_ec_ffl(
-        m, **_given(p), **c.options()), 'EC-FFL', 'C4'),
-    'ef21': Algorithm(ef21.Ef21Params, lambda m, p, c: ef21.build_ef21(
-        m, **_given(p), client_optimizer=c.client_optimizer,
-        total_clients=c.total_clients), 'EF21', 'C2', own_aggregation=True),
-    'ef21_dense': Algorithm(ef21.Ef21Params, lambda m, p, c: ef21.build_ef21(
-        m, **_given(p), client_optimizer=c.client_optimizer,
-        dense_state_shortcut=True), "EF21 (authors' dense state)", 'C2', own_aggregation=True),
-    'fedavg': Algorithm(NoParams, lambda m, p, c: fedavg.build_fedavg(m, **c.options()),
-                        'FedAvg', 'C7'),
-    'mask_none': _masked('none', 'no mask'),
-    'mask_independent': _masked('independent', 'independent masks'),
-    'mask_synchronized': _masked('synchronized', 'synchronized masks'),
-    'qsgd_ef': Algorithm(qsgd.QsgdParams, lambda m, p, c: qsgd.build_qsgd_ef(
-        m, **_given(p), **c.options()), 'QSGD+EF', 'C8'),
-    'tff_fedavg': Algorithm(NoParams, lambda m, p, c: tff_baselines.build_tff_fedavg(
-        m, client_optimizer=c.client_optimizer), 'TFF FedAvg', 'C5', own_aggregation=True),
-    'tff_fedprox': Algorithm(tff_baselines.TffFedProxParams, lambda m, p, c: (
-        tff_baselines.build_tff_fedprox(
-            m, proximal_strength=p.tff_fedprox_strength,
-            client_optimizer=c.client_optimizer)), 'TFF FedProx', 'C6', own_aggregation=True),
+    'flare':
+        Algorithm(
+            flare.FlareParams, lambda m, p, c: flare.build_flare(
+                m, **_given(p), **c.options(), is_regularized=c.is_regularized), 'FLARE', 'C3'),
+    'ec':
+        Algorithm(ec.EcParams, lambda m, p, c: ec.build_ec(m, **_given(p), **c.options()), 'EC',
+                  'C0'),
+    'ec_fedprox':
+        Algorithm(
+            ec.EcFedProxParams, lambda m, p, c: ec.build_ec_fedprox(
+                m, **_given(p), **c.options(), is_regularized=c.is_regularized), 'EC+FedProx',
+            'C1'),
+    'ec_ffl':
+        Algorithm(ec_ffl.EcFflParams,
+                  lambda m, p, c: ec_ffl.build_ec_ffl(m, **_given(p), **c.options()), 'EC-FFL',
+                  'C4'),
+    'ef21':
+        Algorithm(
+            ef21.Ef21Params,
+            lambda m, p, c: ef21.build_ef21(
+                m, **_given(p), client_optimizer=c.client_optimizer, total_clients=c.total_clients),
+            'EF21',
+            'C2',
+            own_aggregation=True),
+    'ef21_dense':
+        Algorithm(
+            ef21.Ef21Params,
+            lambda m, p, c: ef21.build_ef21(
+                m, **_given(p), client_optimizer=c.client_optimizer, dense_state_shortcut=True),
+            "EF21 (authors' dense state)",
+            'C2',
+            own_aggregation=True),
+    'fedavg':
+        Algorithm(NoParams, lambda m, p, c: fedavg.build_fedavg(m, **c.options()), 'FedAvg', 'C7'),
+    'mask_none':
+        _masked('none', 'no mask'),
+    'mask_independent':
+        _masked('independent', 'independent masks'),
+    'mask_synchronized':
+        _masked('synchronized', 'synchronized masks'),
+    'qsgd_ef':
+        Algorithm(qsgd.QsgdParams,
+                  lambda m, p, c: qsgd.build_qsgd_ef(m, **_given(p), **c.options()), 'QSGD+EF',
+                  'C8'),
+    'tff_fedavg':
+        Algorithm(
+            NoParams,
+            lambda m, p, c: tff_baselines.build_tff_fedavg(m, client_optimizer=c.client_optimizer),
+            'TFF FedAvg',
+            'C5',
+            own_aggregation=True),
+    'tff_fedprox':
+        Algorithm(
+            tff_baselines.TffFedProxParams,
+            lambda m, p, c: (tff_baselines.build_tff_fedprox(
+                m, proximal_strength=p.tff_fedprox_strength, client_optimizer=c.client_optimizer)),
+            'TFF FedProx',
+            'C6',
+            own_aggregation=True),
 }
 NAMES = tuple(ALGORITHMS)
 
@@ -153,8 +192,10 @@ KNOB_NAMES = tuple(knob_fields())
 
 def knobs_of(names) -> set[str]:
   """The knobs the algorithms `names` take (a knob of none of them changes nothing)."""
-  return {field.name for name in names if name in ALGORITHMS
-          for field in dataclasses.fields(ALGORITHMS[name].params)}
+  return {
+      field.name for name in names if name in ALGORITHMS
+      for field in dataclasses.fields(ALGORITHMS[name].params)
+  }
 
 
 class Hyperparameters:
@@ -169,17 +210,23 @@ class Hyperparameters:
     ValueError: an unknown knob name.
   """
 
-  def __init__(self, client_optimizer: tff.learning.optimizers.Optimizer, *,
-               total_clients: int = 10, is_regularized: Optional[Callable[[str], bool]] = None,
-               seed: int = 0, model_aggregator: Optional[composer.AggregationFactory] = None,
-               client_weighting: tff.learning.ClientWeighting = (
-                   tff.learning.ClientWeighting.UNIFORM),
-               **knobs):
+  def __init__(
+      self,
+      client_optimizer: tff.learning.optimizers.Optimizer,
+      *,
+      total_clients: int = 10,
+      is_regularized: Optional[Callable[[str], bool]] = None,
+      seed: int = 0,
+      model_aggregator: Optional[composer.AggregationFactory] = None,
+      client_weighting: tff.learning.ClientWeighting = (tff.learning.ClientWeighting.UNIFORM),
+      **knobs):
     unknown = sorted(set(knobs) - set(KNOB_NAMES))
     if unknown:
       raise ValueError(f'Unknown hyperparameters {unknown}; known: {", ".join(KNOB_NAMES)}.')
-    self.context = Context(client_optimizer=client_optimizer, total_clients=total_clients,
-                           is_regularized=is_regularized, seed=seed,
+    self.context = Context(client_optimizer=client_optimizer,
+                           total_clients=total_clients,
+                           is_regularized=is_regularized,
+                           seed=seed,
                            model_aggregator=model_aggregator,
                            client_weighting=client_weighting)
     self.knobs = dict(knobs)
@@ -187,8 +234,9 @@ class Hyperparameters:
   def params(self, name: str):
     """Algorithm `name`'s parameters (checked: `ValueError` for a value its knob refuses)."""
     params_class = ALGORITHMS[name].params
-    return params_class(**{f.name: self.knobs[f.name]
-                           for f in dataclasses.fields(params_class) if f.name in self.knobs})
+    return params_class(**{
+        f.name: self.knobs[f.name] for f in dataclasses.fields(params_class) if f.name in self.knobs
+    })
 
   def __getattr__(self, name: str):
     if name in ('context', 'knobs'):

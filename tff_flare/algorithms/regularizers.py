@@ -42,9 +42,10 @@ def regularized_tensor_flags(names: Sequence[str],
 
 def validate_percentile(mask_percentile: float) -> None:
   """Raises `ValueError` unless `mask_percentile` (the paper's t) is in [0, 100]."""
-  if (isinstance(mask_percentile, bool) or not isinstance(mask_percentile, (int, float))
-      or not 0.0 <= mask_percentile <= 100.0):
-    raise ValueError(f'mask_percentile (the paper\'s t) must be in [0, 100], got {mask_percentile}.')
+  if (isinstance(mask_percentile, bool) or not isinstance(mask_percentile, (int, float)) or
+      not 0.0 <= mask_percentile <= 100.0):
+    raise ValueError(
+        f'mask_percentile (the paper\'s t) must be in [0, 100], got {mask_percentile}.')
 
 
 MASK_PERCENTILE = hyperparameters.Knob(
@@ -97,14 +98,13 @@ def proximal_penalty(weights, server_weights, regularized, tau: tf.Tensor) -> tf
   """The authors' FedProx term `tau * sum (w - s)^2` over the regularized tensors."""
   terms = [
       tf.reduce_sum(tf.square(w - s))
-      for w, s, reg in zip(weights, server_weights, regularized) if reg
+      for w, s, reg in zip(weights, server_weights, regularized)
+      if reg
   ]
   return tau * tf.add_n(terms) if terms else tf.zeros([], tf.float32)
 
 
 def proximal_penalty_gradient(weights, server_weights, regularized, tau: tf.Tensor):
   """Gradient of `proximal_penalty`: `2 * tau * (w - s)` on regularized tensors, else 0."""
-  return [
-      (tau * 2.0) * (w - s) if reg else tf.zeros_like(w)
-      for w, s, reg in zip(weights, server_weights, regularized)
-  ]
+  return [(tau * 2.0) * (w - s) if reg else tf.zeros_like(w)
+          for w, s, reg in zip(weights, server_weights, regularized)]

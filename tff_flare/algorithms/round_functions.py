@@ -110,23 +110,29 @@ class RoundFunctions:
     new_state = tff.learning.templates.LearningAlgorithmState(
         global_model_weights=tff.learning.models.ModelWeights(
             trainable=trainable, non_trainable=state.global_model_weights.non_trainable),
-        distributor=state.distributor, client_work=self.advance(state.client_work),
-        aggregator=aggregator_state, finalizer=optimizer_state)
+        distributor=state.distributor,
+        client_work=self.advance(state.client_work),
+        aggregator=aggregator_state,
+        finalizer=optimizer_state)
     return new_state, measurements
 
 
 def _all_finite(structure) -> tf.Tensor:
-  flags = [tf.reduce_all(tf.math.is_finite(t)) for t in tf.nest.flatten(structure)
-           if t.dtype.is_floating]
+  flags = [
+      tf.reduce_all(tf.math.is_finite(t)) for t in tf.nest.flatten(structure) if t.dtype.is_floating
+  ]
   return tf.reduce_all(tf.stack(flags)) if flags else tf.constant(True)
 
 
-def build_round_functions(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts, *,
-                          client_optimizer: tff.learning.optimizers.Optimizer,
-                          server_optimizer: tff.learning.optimizers.Optimizer,
-                          weigh_messages: bool = True,
-                          client_weighting: tff.learning.ClientWeighting = (
-                              tff.learning.ClientWeighting.UNIFORM)) -> RoundFunctions:
+def build_round_functions(
+    model_fn: ModelFn,
+    algorithm: parts_lib.AlgorithmParts,
+    *,
+    client_optimizer: tff.learning.optimizers.Optimizer,
+    server_optimizer: tff.learning.optimizers.Optimizer,
+    weigh_messages: bool = True,
+    client_weighting: tff.learning.ClientWeighting = (tff.learning.ClientWeighting.UNIFORM)
+) -> RoundFunctions:
   """The plain TensorFlow functions of a round of `algorithm` (see `RoundFunctions`).
 
   `weigh_messages=False` leaves the weighing to a TFF aggregation factory: the summable
@@ -148,6 +154,7 @@ def build_round_functions(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts
       finalizers = {name: f.python_function for name, f in finalizers.items()}
     return collections.OrderedDict(
         (name, finalize(unfinalized[name])) for name, finalize in finalizers.items())
+
   schedule = algorithm.schedule
   stateful = algorithm.initial_client_state is not None
 
@@ -156,7 +163,8 @@ def build_round_functions(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts
 
   def initial_server_state(model_weights):
     return tff.learning.templates.LearningAlgorithmState(
-        global_model_weights=model_weights, distributor=(),
+        global_model_weights=model_weights,
+        distributor=(),
         client_work=schedule.initial_state(),
         aggregator=algorithm.aggregation.initial_state(specs),
         finalizer=server_optimizer.initialize(specs))
@@ -170,21 +178,23 @@ def build_round_functions(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts
     model_metrics = model.report_local_unfinalized_metrics()
     own_weight = output.weight
     if own_weight is None and by_examples:
-      own_weight = tf.add_n([tf.cast(tf.reduce_sum(v), tf.float32)
-                             for v in tf.nest.flatten(model_metrics['num_examples'])])
-    weight = (tf.constant(1.0, tf.float32) if own_weight is None else
-              tf.cast(own_weight, tf.float32))
+      own_weight = tf.add_n([
+          tf.cast(tf.reduce_sum(v), tf.float32)
+          for v in tf.nest.flatten(model_metrics['num_examples'])
+      ])
+    weight = (tf.constant(1.0, tf.float32) if own_weight is None else tf.cast(
+        own_weight, tf.float32))
     message = list(output.message)
     # The trained model too: a top-k of NaNs, say, can look finite.
     finite = _all_finite((message, output.client_state, output.statistics, weight,
                           [tf.convert_to_tensor(v) for v in model.trainable_variables]))
     weighted = message if own_weight is None or not weigh_messages else [
-        weight * m for m in message]
+        weight * m for m in message
+    ]
     # A non-finite client sends nothing, keeps its old state and adds nothing to the round's
     # training metrics, as TFF's own client work zeroes them (see the module docstring).
     weighted, weight, statistics, new_state, model_metrics = tf.cond(
-        finite, lambda: (weighted, weight, output.statistics, output.client_state,
-                         model_metrics),
+        finite, lambda: (weighted, weight, output.statistics, output.client_state, model_metrics),
         lambda: (tf.nest.map_structure(tf.zeros_like, weighted), tf.zeros_like(weight),
                  tf.nest.map_structure(tf.zeros_like, output.statistics), client_state,
                  tf.nest.map_structure(tf.zeros_like, model_metrics)))
@@ -198,22 +208,22 @@ def build_round_functions(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts
     counters['num_clients'] = tf.constant(1, tf.int64)
     counters['nonfinite_clients'] = tf.where(finite, tf.constant(0, tf.int64),
                                              tf.constant(1, tf.int64))
-    return collections.OrderedDict(
-        client_state=new_state,
-        summable=collections.OrderedDict(
-            [('weighted_message' if weigh_messages else 'message', weighted),
-             ('weight', weight), ('counters', counters), ('statistics', statistics),
-             ('model_metrics', model_metrics)]))
+    return collections.OrderedDict(client_state=new_state,
+                                   summable=collections.OrderedDict([
+                                       ('weighted_message' if weigh_messages else 'message',
+                                        weighted), ('weight', weight), ('counters', counters),
+                                       ('statistics', statistics), ('model_metrics', model_metrics)
+                                   ]))
 
   def apply_update(optimizer_state, trainable, update):
     """The server step `s <- optimizer(s, -update)`; a non-finite update is not applied."""
     gradient = [-u for u in update]
-    new_optimizer_state, new_trainable = server_optimizer.next(
-        optimizer_state, tuple(trainable), tuple(gradient))
+    new_optimizer_state, new_trainable = server_optimizer.next(optimizer_state, tuple(trainable),
+                                                               tuple(gradient))
     non_finite = tf.logical_not(_all_finite(update))
     new_optimizer_state, new_trainable = tf.cond(
-        non_finite, lambda: (optimizer_state, tuple(trainable)),
-        lambda: (new_optimizer_state, tuple(new_trainable)))
+        non_finite, lambda: (optimizer_state, tuple(trainable)), lambda:
+        (new_optimizer_state, tuple(new_trainable)))
     return new_optimizer_state, list(new_trainable), collections.OrderedDict(
         update_non_finite=tf.cast(non_finite, tf.int32))
 
@@ -225,7 +235,8 @@ def build_round_functions(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts
         communication=_communication_metrics(summed['counters'], num_parameters))
     if algorithm.server_metrics is not None:
       aggregator.update(algorithm.server_metrics(summed['statistics'], summed['weight']))
-    return collections.OrderedDict(client_work=client_work, aggregator=aggregator,
+    return collections.OrderedDict(client_work=client_work,
+                                   aggregator=aggregator,
                                    finalizer=finalizer_measurements)
 
   record: Optional[Callable[[Any, Any], Any]] = None
@@ -235,13 +246,20 @@ def build_round_functions(model_fn: ModelFn, algorithm: parts_lib.AlgorithmParts
     def record(state, loss):
       return state._replace(client_work=record_loss(state.client_work, loss))
 
-  return RoundFunctions(
-      model_fn=model_fn, specs=specs, num_parameters=num_parameters, stateful=stateful,
-      initial_model_weights=initial_model_weights, initial_server_state=initial_server_state,
-      initial_client_state=initial_client_state, round_params=schedule.round_params,
-      client_work=client_work, aggregate=algorithm.aggregation.finalize,
-      apply_update=apply_update, advance=schedule.advance, round_metrics=round_metrics,
-      record_test_loss=record)
+  return RoundFunctions(model_fn=model_fn,
+                        specs=specs,
+                        num_parameters=num_parameters,
+                        stateful=stateful,
+                        initial_model_weights=initial_model_weights,
+                        initial_server_state=initial_server_state,
+                        initial_client_state=initial_client_state,
+                        round_params=schedule.round_params,
+                        client_work=client_work,
+                        aggregate=algorithm.aggregation.finalize,
+                        apply_update=apply_update,
+                        advance=schedule.advance,
+                        round_metrics=round_metrics,
+                        record_test_loss=record)
 
 
 def default_server_optimizer() -> tff.learning.optimizers.Optimizer:
@@ -258,12 +276,11 @@ def _communication_metrics(counters, num_parameters: int):
   plus `entries_sent_per_client` (mean nonzeros a client sent) and `density` (fraction of the
   `num_clients * num_parameters` entries actually sent).
   """
-  metrics = collections.OrderedDict(
-      (f'{name}_total', value) for name, value in counters.items())
+  metrics = collections.OrderedDict((f'{name}_total', value) for name, value in counters.items())
   num_clients = tf.maximum(counters['num_clients'], 1)
   entries = counters['entries_sent']
-  metrics['entries_sent_per_client'] = (
-      tf.cast(entries, tf.float64) / tf.cast(num_clients, tf.float64))
-  metrics['density'] = tf.cast(entries, tf.float64) / (
-      tf.cast(num_clients, tf.float64) * float(num_parameters))
+  metrics['entries_sent_per_client'] = (tf.cast(entries, tf.float64) /
+                                        tf.cast(num_clients, tf.float64))
+  metrics['density'] = tf.cast(
+      entries, tf.float64) / (tf.cast(num_clients, tf.float64) * float(num_parameters))
   return metrics

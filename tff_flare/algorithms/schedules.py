@@ -33,12 +33,12 @@ def check_tau(tau: float) -> None:
 
 def check_tau_decay(tau_decay: float) -> None:
   if not _is_number(tau_decay) or not math.isfinite(tau_decay) or tau_decay <= 0:
-    raise ValueError(
-        f'tau_decay (the paper\'s c) must be a finite number > 0, got {tau_decay!r}.')
+    raise ValueError(f'tau_decay (the paper\'s c) must be a finite number > 0, got {tau_decay!r}.')
 
 
-TAU = hyperparameters.Knob(0.05, 'TAU: the pull (FLARE) / proximal (EC+FedProx) strength '
-                           'before decay.', check_tau)
+TAU = hyperparameters.Knob(
+    0.05, 'TAU: the pull (FLARE) / proximal (EC+FedProx) strength '
+    'before decay.', check_tau)
 TAU_DECAY = hyperparameters.Knob(1.1, 'c: round r uses TAU / c**(r+1).', check_tau_decay)
 
 
@@ -48,7 +48,7 @@ def _is_number(value) -> bool:
 
 def tau_at_round(tau: float, tau_decay: float, round_num: int) -> float:
   """Python value of `tau / tau_decay ** (round_num + 1)` (float64)."""
-  return float(tau) / float(tau_decay) ** (round_num + 1)
+  return float(tau) / float(tau_decay)**(round_num + 1)
 
 
 def tau_at_round_tf(tau: tf.Tensor, tau_decay: tf.Tensor, round_num: tf.Tensor) -> tf.Tensor:
@@ -84,8 +84,11 @@ def tau_schedule(tau: float, tau_decay: float) -> parts.RoundSchedule:
         tau=tau_at_round_tf(state['tau'], state['tau_decay'], state['round_num']))
 
   def advance(state):
-    return collections.OrderedDict(round_num=state['round_num'] + 1, tau=state['tau'],
+    return collections.OrderedDict(round_num=state['round_num'] + 1,
+                                   tau=state['tau'],
                                    tau_decay=state['tau_decay'])
 
-  return parts.RoundSchedule(initial_state=initial_state, round_params=round_params,
-                             advance=advance, report=round_params)
+  return parts.RoundSchedule(initial_state=initial_state,
+                             round_params=round_params,
+                             advance=advance,
+                             report=round_params)

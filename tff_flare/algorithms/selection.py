@@ -88,10 +88,9 @@ def kth_smallest(values: tf.Tensor, index: int) -> tf.Tensor:
   below = tf.math.count_nonzero(values < low, dtype=tf.int32)
   candidates = tf.boolean_mask(values, tf.logical_and(values >= low, values <= high))
   inside = tf.logical_and(below <= index, index < below + tf.size(candidates))
-  return tf.cond(
-      inside,
-      lambda: tf.raw_ops.NthElement(input=candidates, n=index - below, reverse=False),
-      lambda: tf.raw_ops.NthElement(input=values, n=index, reverse=False))
+  return tf.cond(inside,
+                 lambda: tf.raw_ops.NthElement(input=candidates, n=index - below, reverse=False),
+                 lambda: tf.raw_ops.NthElement(input=values, n=index, reverse=False))
 
 
 def native_ops():
@@ -102,8 +101,8 @@ def native_ops():
       try:
         _loaded['ops'] = tf.load_op_library(str(NATIVE_LIBRARY))
       except (tf.errors.NotFoundError, OSError) as e:
-        logging.warning('%s cannot be loaded (%s): the TensorFlow ops run instead.',
-                        NATIVE_LIBRARY, e)
+        logging.warning('%s cannot be loaded (%s): the TensorFlow ops run instead.', NATIVE_LIBRARY,
+                        e)
   return _loaded['ops']
 
 

@@ -85,7 +85,6 @@ KEEP_PERCENT = hyperparameters.Knob(
     0.001, "R: percent of each tensor's entries a client sends (the authors' rule keeps "
     'rne(R/100 n) + 1 of n).', validate_keep_percent)
 
-
 TOPK_RULE = hyperparameters.Knob(
     TopKRule.AUTHORS.value, "Which entries top-k sends: authors (per tensor, the authors' "
     'count rne(R/100 n) + 1, ties at the cut dropped), exact (per tensor, exactly '
@@ -123,8 +122,10 @@ def kept_count_without_ties(num_elements: int, keep_percent: float, rule: TopKRu
   return exact_keep_count(num_elements, keep_percent)
 
 
-def check_rule_fits(shapes: Sequence[tf.TensorShape], keep_percent: float,
-                    rule: TopKRule, names: Sequence[str] | None = None) -> None:
+def check_rule_fits(shapes: Sequence[tf.TensorShape],
+                    keep_percent: float,
+                    rule: TopKRule,
+                    names: Sequence[str] | None = None) -> None:
   """Validates `keep_percent` and `rule` for tensors of these shapes.
 
   Raises `ValueError` for an R outside (0, 100], an unknown rule, or where the authors' rule
@@ -177,8 +178,8 @@ def _split_tensor(x: tf.Tensor, keep_percent, rule: TopKRule):
   """`(sent, residual, num_sent)` of one tensor."""
   n = x.shape.num_elements()
   if rule == TopKRule.AUTHORS:
-    cut_rank = (authors_cut_rank_tf(n, keep_percent) if tf.is_tensor(keep_percent) else
-                authors_cut_rank(n, keep_percent))
+    cut_rank = (authors_cut_rank_tf(n, keep_percent)
+                if tf.is_tensor(keep_percent) else authors_cut_rank(n, keep_percent))
     return selection.split_by_magnitude(x, selection.kth_largest_magnitude(x, cut_rank))
   if tf.is_tensor(keep_percent):
     raise TypeError('A tensor keep_percent needs the authors\' rule.')
@@ -188,8 +189,7 @@ def _split_tensor(x: tf.Tensor, keep_percent, rule: TopKRule):
   else:
     flat = tf.reshape(x, [-1])
     indices = tf.math.top_k(tf.abs(flat), k=k, sorted=False).indices
-    sent = tf.reshape(tf.scatter_nd(indices[:, tf.newaxis], tf.gather(flat, indices), [n]),
-                      x.shape)
+    sent = tf.reshape(tf.scatter_nd(indices[:, tf.newaxis], tf.gather(flat, indices), [n]), x.shape)
   # Each entry is either copied into `sent` or left zero there, so this difference is exact.
   return sent, x - sent, tf.math.count_nonzero(sent, dtype=tf.int64)
 
@@ -235,12 +235,13 @@ def sparsify(structure, keep_percent: float, rule: TopKRule = TopKRule.AUTHORS) 
   if rule == TopKRule.GLOBAL and leaves:
     sent, residual, num_sent = _split_global(leaves, keep_percent)
     return Split(sent=tf.nest.pack_sequence_as(structure, sent),
-                 residual=tf.nest.pack_sequence_as(structure, residual), num_sent=num_sent)
+                 residual=tf.nest.pack_sequence_as(structure, residual),
+                 num_sent=num_sent)
   parts = [_split_tensor(x, keep_percent, rule) for x in leaves]
   return Split(sent=tf.nest.pack_sequence_as(structure, [p[0] for p in parts]),
                residual=tf.nest.pack_sequence_as(structure, [p[1] for p in parts]),
-               num_sent=(tf.reduce_sum(tf.stack([p[2] for p in parts])) if parts else
-                         tf.constant(0, tf.int64)))
+               num_sent=(tf.reduce_sum(tf.stack([p[2] for p in parts])) if parts else tf.constant(
+                   0, tf.int64)))
 
 
 def count_nonzero(structure) -> tf.Tensor:

@@ -41,10 +41,12 @@ _PR_SET_PDEATHSIG = 1
 def parent_death_signal(signum: int = signal.SIGKILL) -> Callable[[], None]:
   """A `preexec_fn`: in the forked child, before exec, ask the kernel to send it `signum`
   when its parent dies, however the parent dies (Linux prctl; elsewhere nothing)."""
+
   def preexec() -> None:
     if sys.platform.startswith('linux'):
       libc = ctypes.CDLL(None, use_errno=True)
       libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
+
   return preexec
 
 
@@ -92,8 +94,7 @@ def local_worker_pids() -> list[int]:
   """Pids of TFF `worker_binary` processes started by this process."""
   if not os.path.isdir('/proc'):
     return []
-  return [pid for pid in _children_of(os.getpid())
-          if WORKER_BINARY_NAME in command_line(pid)]
+  return [pid for pid in _children_of(os.getpid()) if WORKER_BINARY_NAME in command_line(pid)]
 
 
 def stop_local_workers(timeout_s: float = 5.0) -> list[int]:
@@ -237,7 +238,10 @@ def install_process_cleanup(interrupt_message: str = 'Interrupted.') -> None:
       os._exit(130)  # pylint: disable=protected-access
 
   stop_workers_at_exit()
-  handlers = {signal.SIGTERM: _stop_workers_then_die, signal.SIGHUP: _stop_workers_then_die,
-              signal.SIGINT: stop_workers_then_exit_130}
+  handlers = {
+      signal.SIGTERM: _stop_workers_then_die,
+      signal.SIGHUP: _stop_workers_then_die,
+      signal.SIGINT: stop_workers_then_exit_130
+  }
   for signum, handler in handlers.items():
     signal.signal(signum, handler)

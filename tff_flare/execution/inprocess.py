@@ -75,8 +75,8 @@ def fixed_graph_rewrites():
     config.ParseFromString(previous.config_proto_serialized)
   config.graph_options.rewrite_options.memory_optimization = (
       rewriter_config_pb2.RewriterConfig.NO_MEM_OPT)
-  eager.function_call_options = tf_context.FunctionCallOptions(
-      executor_type=previous.executor_type, config_proto=config)
+  eager.function_call_options = tf_context.FunctionCallOptions(executor_type=previous.executor_type,
+                                                               config_proto=config)
   try:
     yield
   finally:
@@ -132,8 +132,7 @@ class ResettableModel:
 
     with tf.variable_creator_scope(record):
       self.model = model_fn()
-    weights = {id(v) for v in self.model.trainable_variables +
-               self.model.non_trainable_variables}
+    weights = {id(v) for v in self.model.trainable_variables + self.model.non_trainable_variables}
     self._fresh = [(v, tf.constant(v.numpy())) for v in created if id(v) not in weights]
 
   def reset(self) -> None:
@@ -180,12 +179,12 @@ class ClientOrderSum:
   def add(self, structure) -> None:
     if self._left <= 0:
       raise ValueError('More structures added than the count given.')
-    self._group = (structure if self._group is None else
-                   tf.nest.map_structure(tf.add, self._group, structure))
+    self._group = (structure if self._group is None else tf.nest.map_structure(
+        tf.add, self._group, structure))
     self._left -= 1
     if self._left == 0:
-      self._total = (self._group if self._total is None else
-                     tf.nest.map_structure(tf.add, self._total, self._group))
+      self._total = (self._group if self._total is None else tf.nest.map_structure(
+          tf.add, self._total, self._group))
       self._group = None
       self._left = self._groups.pop(0) if self._groups else 0
 
@@ -227,7 +226,9 @@ class InProcessProcess:
     num_threads: clients trained at once (default: the number of CPUs).
   """
 
-  def __init__(self, process: process_lib.AlgorithmProcess, num_threads: Optional[int] = None,
+  def __init__(self,
+               process: process_lib.AlgorithmProcess,
+               num_threads: Optional[int] = None,
                models: Optional[ModelPool] = None):
     if process.round_functions is None:
       raise ValueError('This process has no RoundFunctions (e.g. TFF\'s own algorithms); it '
@@ -258,8 +259,7 @@ class InProcessProcess:
 
   @_fixed_graph_rewrites
   def initialize(self):
-    return _to_numpy(self._functions.initial_server_state(
-        self._functions.initial_model_weights()))
+    return _to_numpy(self._functions.initial_server_state(self._functions.initial_model_weights()))
 
   @_fixed_graph_rewrites
   def initial_client_state(self):
@@ -278,8 +278,12 @@ class InProcessProcess:
     return _to_numpy(self._record(_to_tensors(state), tf.constant(loss, tf.float32)))
 
   @_fixed_graph_rewrites
-  def next(self, state, client_data: Sequence[tf.data.Dataset], client_states: Sequence[Any],
-           client_inputs: Sequence[Any], *,
+  def next(self,
+           state,
+           client_data: Sequence[tf.data.Dataset],
+           client_states: Sequence[Any],
+           client_inputs: Sequence[Any],
+           *,
            client_state_sink: Optional[ClientStateSink] = None) -> process_lib.RoundOutput:
     """One round on these clients; the same result as the TFF process's `next`.
 
@@ -339,7 +343,8 @@ class InProcessProcess:
     # The server and client states stay tensors: copying 145 MB of FC weights out to numpy
     # and back in would cost more than the round's arithmetic on them (`np.asarray` reads a
     # tensor without a copy, for checkpoints).
-    return process_lib.RoundOutput(state=new_state, metrics=_to_numpy(metrics),
+    return process_lib.RoundOutput(state=new_state,
+                                   metrics=_to_numpy(metrics),
                                    client_states=None if client_state_sink else new_states)
 
   def _client_work_of(self, model: ResettableModel):
@@ -353,8 +358,8 @@ class InProcessProcess:
 
   def _thread_pool(self) -> concurrent.futures.ThreadPoolExecutor:
     if self._pool is None:
-      self._pool = concurrent.futures.ThreadPoolExecutor(
-          self._num_threads, thread_name_prefix='tff_flare_client')
+      self._pool = concurrent.futures.ThreadPoolExecutor(self._num_threads,
+                                                         thread_name_prefix='tff_flare_client')
     return self._pool
 
   def close(self) -> None:

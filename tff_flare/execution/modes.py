@@ -38,16 +38,31 @@ EXECUTIONS = ('local', 'inprocess', 'remote')
 class BoundProcess(Protocol):
   """A process's methods, as one execution mode runs them."""
 
-  def initialize(self) -> Any: ...
-  def next(self, state, client_data, client_states, client_inputs, *,
-           client_state_sink: Optional[inprocess.ClientStateSink] = None
-           ) -> process_lib.RoundOutput:
+  def initialize(self) -> Any:
+    ...
+
+  def next(
+      self,
+      state,
+      client_data,
+      client_states,
+      client_inputs,
+      *,
+      client_state_sink: Optional[inprocess.ClientStateSink] = None) -> process_lib.RoundOutput:
     """A round; with `client_state_sink`, each new client state goes there (in-process: as
     its client finishes) and the output's `client_states` is None."""
-  def get_model_weights(self, state) -> Any: ...
-  def set_model_weights(self, state, model_weights) -> Any: ...
-  def initial_client_state(self) -> Any: ...
-  def record_test_loss(self, state, loss: float) -> Any: ...
+
+  def get_model_weights(self, state) -> Any:
+    ...
+
+  def set_model_weights(self, state, model_weights) -> Any:
+    ...
+
+  def initial_client_state(self) -> Any:
+    ...
+
+  def record_test_loss(self, state, loss: float) -> Any:
+    ...
 
 
 def next_in_phases(process: process_lib.AlgorithmProcess, state, client_data, client_states,
@@ -63,14 +78,15 @@ def next_in_phases(process: process_lib.AlgorithmProcess, state, client_data, cl
     raise TypeError('next_in_phases runs a process with `phases` (one with client state).')
   num_clients = len(client_data)
   outputs = phases.client_phase(state, client_data, client_states, client_inputs,
-                                        list(range(num_clients)))
+                                list(range(num_clients)))
   outputs = sorted(outputs, key=lambda o: int(o['client_index']))
   indices = [int(o['client_index']) for o in outputs]
   if indices != list(range(num_clients)):
     raise RuntimeError(f'The client phase returned outputs of clients {indices}, expected '
                        f'each of 0..{num_clients - 1} once.')
   new_state, metrics = phases.server_phase(state, [o['summable'] for o in outputs])
-  return process_lib.RoundOutput(state=new_state, metrics=metrics,
+  return process_lib.RoundOutput(state=new_state,
+                                 metrics=metrics,
                                  client_states=[o['client_state'] for o in outputs])
 
 
@@ -84,9 +100,14 @@ class _OnTff:
   def initialize(self):
     return self._process.initialize()
 
-  def next(self, state, client_data, client_states, client_inputs, *,
-           client_state_sink: Optional[inprocess.ClientStateSink] = None
-           ) -> process_lib.RoundOutput:
+  def next(
+      self,
+      state,
+      client_data,
+      client_states,
+      client_inputs,
+      *,
+      client_state_sink: Optional[inprocess.ClientStateSink] = None) -> process_lib.RoundOutput:
     # TFF's runtime takes and returns the round's client states all at once.
     if self._use_phases:  # Each client trains once (see `process.RoundPhases`).
       output = next_in_phases(self._process, state, list(client_data), list(client_states),
@@ -108,9 +129,8 @@ class _OnTff:
     next_with_state_files = self._process.next_with_state_files
     if next_with_state_files is None:
       raise TypeError('next_with_state_files runs a process with client state.')
-    new_state, metrics = next_with_state_files(
-        state, list(client_data), list(read_prefixes), list(write_prefixes),
-        list(client_inputs))
+    new_state, metrics = next_with_state_files(state, list(client_data), list(read_prefixes),
+                                               list(write_prefixes), list(client_inputs))
     return process_lib.RoundOutput(state=new_state, metrics=metrics, client_states=None)
 
   def get_model_weights(self, state):
@@ -161,9 +181,10 @@ class LocalExecution(Execution):
   def __enter__(self) -> 'LocalExecution':
     worker = self._stack.enter_context(workers.LoopbackWorkers(1))
     self.workers = worker
-    context = self._stack.enter_context(remote.worker_execution(
-        worker.addresses[0], unavailable_timeout_s=self._timeout_s,
-        death=lambda: worker.death(0)))
+    context = self._stack.enter_context(
+        remote.worker_execution(worker.addresses[0],
+                                unavailable_timeout_s=self._timeout_s,
+                                death=lambda: worker.death(0)))
     self.stats = context.stats
     return self
 
@@ -185,9 +206,10 @@ class RemoteExecution(Execution):
     self._timeout_s = timeout_s
 
   def __enter__(self) -> 'RemoteExecution':
-    context = self._stack.enter_context(remote.remote_execution(
-        self.addresses, connect_timeout_s=self._timeout_s,
-        unavailable_timeout_s=self._timeout_s))
+    context = self._stack.enter_context(
+        remote.remote_execution(self.addresses,
+                                connect_timeout_s=self._timeout_s,
+                                unavailable_timeout_s=self._timeout_s))
     self.stats = context.stats
     return self
 
@@ -242,13 +264,15 @@ class InProcessExecution(Execution):
 MAX_TIMEOUT_S = 7 * 24 * 3600
 
 
-def validate_execution(execution: str, worker_addresses: Sequence[str] | str = (),
-                       timeout_s: float = 60.0, num_threads: Optional[int] = None) -> None:
+def validate_execution(execution: str,
+                       worker_addresses: Sequence[str] | str = (),
+                       timeout_s: float = 60.0,
+                       num_threads: Optional[int] = None) -> None:
   """Raises `ValueError` for an unknown mode, bad workers, or options the mode does not take."""
   if execution not in EXECUTIONS:
     raise ValueError(f'Unknown execution {execution!r}; known: {", ".join(EXECUTIONS)}.')
-  if (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
-      or not 0 < timeout_s <= MAX_TIMEOUT_S):
+  if (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or
+      not 0 < timeout_s <= MAX_TIMEOUT_S):
     raise ValueError(f'The worker timeout must be in (0, {MAX_TIMEOUT_S:.0f}] seconds, got '
                      f'{timeout_s!r}.')
   if execution != 'remote' and worker_addresses:
@@ -260,8 +284,11 @@ def validate_execution(execution: str, worker_addresses: Sequence[str] | str = (
     raise ValueError(f'The number of client threads must be an int >= 1, got {num_threads!r}.')
 
 
-def build_execution(execution: str = 'local', worker_addresses: Sequence[str] | str = (), *,
-                    timeout_s: float = 60.0, num_threads: Optional[int] = None) -> Execution:
+def build_execution(execution: str = 'local',
+                    worker_addresses: Sequence[str] | str = (),
+                    *,
+                    timeout_s: float = 60.0,
+                    num_threads: Optional[int] = None) -> Execution:
   """The execution mode `execution` (see the module docstring); enter it with `with`.
 
   Args:

@@ -125,7 +125,11 @@ class _WatchedRpc:
   cannot do this sooner than in five minutes: TFF's worker refuses more frequent pings.)
   """
 
-  def __init__(self, rpc, address: str, outage: dict, timeout_s: float,
+  def __init__(self,
+               rpc,
+               address: str,
+               outage: dict,
+               timeout_s: float,
                death: Optional[Callable[[], Optional[str]]] = None):
     self._rpc = rpc
     self._address = address
@@ -213,7 +217,10 @@ class _WorkerChannel:
   parses (no second serialization) and is watched for outages (`_WatchedRpc`).
   """
 
-  def __init__(self, channel: grpc.Channel, address: str, stats: ExecutionStats,
+  def __init__(self,
+               channel: grpc.Channel,
+               address: str,
+               stats: ExecutionStats,
                unavailable_timeout_s: float,
                death: Optional[Callable[[], Optional[str]]] = None):
     self._channel = channel
@@ -241,6 +248,7 @@ class _WorkerChannel:
     self._channel.close()
 
   def unary_unary(self, method, request_serializer, response_deserializer, **kwargs):
+
     def serialize(request) -> bytes:
       data = request_serializer(request)
       self._stats.record(self._address, sent=len(data))
@@ -250,8 +258,10 @@ class _WorkerChannel:
       self._stats.record(self._address, received=len(data))
       return response_deserializer(data)
 
-    rpc = self._channel.unary_unary(method, request_serializer=serialize,
-                                    response_deserializer=deserialize, **kwargs)
+    rpc = self._channel.unary_unary(method,
+                                    request_serializer=serialize,
+                                    response_deserializer=deserialize,
+                                    **kwargs)
     return _WatchedRpc(rpc, self._address, self._outage, self._timeout_s, self._death)
 
 
@@ -297,7 +307,9 @@ class RemoteExecution:
 
 
 @contextlib.contextmanager
-def remote_execution(workers: Sequence[str] | str, *, connect_timeout_s: float = 20.0,
+def remote_execution(workers: Sequence[str] | str,
+                     *,
+                     connect_timeout_s: float = 20.0,
                      unavailable_timeout_s: float = 60.0) -> Iterator[RemoteExecution]:
   """Installs TFF's mergeable execution context over `workers` for the `with` block.
 
@@ -310,10 +322,13 @@ def remote_execution(workers: Sequence[str] | str, *, connect_timeout_s: float =
   channels = []
   try:
     for address in addresses:
-      channels.append(_WorkerChannel(_connect(address, connect_timeout_s), address, stats,
-                                     unavailable_timeout_s))
-    contexts = [tff.framework.AsyncExecutionContext(
-        executor_fn=_worker_executor_factory(channel), **_CONTEXT_ARGS) for channel in channels]
+      channels.append(
+          _WorkerChannel(_connect(address, connect_timeout_s), address, stats,
+                         unavailable_timeout_s))
+    contexts = [
+        tff.framework.AsyncExecutionContext(executor_fn=_worker_executor_factory(channel),
+                                            **_CONTEXT_ARGS) for channel in channels
+    ]
     context = tff.backends.native.create_mergeable_comp_execution_context(contexts)
     with tff.framework.get_context_stack().install(context):
       yield RemoteExecution(addresses=addresses, context=context, stats=stats)
@@ -323,10 +338,12 @@ def remote_execution(workers: Sequence[str] | str, *, connect_timeout_s: float =
 
 
 @contextlib.contextmanager
-def worker_execution(address: str, *, connect_timeout_s: float = 20.0,
-                     unavailable_timeout_s: float = 60.0,
-                     death: Optional[Callable[[], Optional[str]]] = None
-                     ) -> Iterator[RemoteExecution]:
+def worker_execution(
+    address: str,
+    *,
+    connect_timeout_s: float = 20.0,
+    unavailable_timeout_s: float = 60.0,
+    death: Optional[Callable[[], Optional[str]]] = None) -> Iterator[RemoteExecution]:
   """TFF's local runtime over the worker at `address`, with its traffic counted.
 
   The same context `tff.backends.native.create_sync_local_cpp_execution_context` builds over
@@ -340,8 +357,8 @@ def worker_execution(address: str, *, connect_timeout_s: float = 20.0,
   channel = _WorkerChannel(_connect(address, connect_timeout_s), address, stats,
                            unavailable_timeout_s, death)
   try:
-    context = tff.framework.SyncExecutionContext(
-        executor_fn=_worker_executor_factory(channel), **_CONTEXT_ARGS)
+    context = tff.framework.SyncExecutionContext(executor_fn=_worker_executor_factory(channel),
+                                                 **_CONTEXT_ARGS)
     with tff.framework.get_context_stack().install(context):
       yield RemoteExecution(addresses=[address], context=context, stats=stats)
   finally:

@@ -35,8 +35,10 @@ def worker_command(port: int, max_concurrent_computation_calls: int = -1) -> lis
   """The command line of a TFF worker serving on `port`."""
   if not 0 < port < 65536:
     raise ValueError(f'port must be in [1, 65535], got {port}.')
-  return [worker_binary_path(), f'--port={port}',
-          f'--max_concurrent_computation_calls={max_concurrent_computation_calls}']
+  return [
+      worker_binary_path(), f'--port={port}',
+      f'--max_concurrent_computation_calls={max_concurrent_computation_calls}'
+  ]
 
 
 def port_in_use(port: int) -> bool:

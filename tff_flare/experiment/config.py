@@ -37,9 +37,7 @@ RETIRED_FIELDS = {'mask_weighting': 'client_weighting'}  # Update masking's own 
 # Settings a resumed run may change: they do not change what a round computes.
 RESUMABLE_FIELDS = ('output_dir', 'rounds', 'eval_every', 'checkpoint_every', 'execution',
                     'workers', 'worker_timeout_s', 'client_threads', 'allow_nonfinite_rounds',
-                    'client_state_storage', 'data_path', 'data_dir',
-                    'memory_budget_gib')
-
+                    'client_state_storage', 'data_path', 'data_dir', 'memory_budget_gib')
 
 # Knobs the runner itself reads for every run, whatever trains: E repeats every client's data
 # (`runner.build_task`), though only EC-FFL declares it among its parameters.
@@ -146,9 +144,9 @@ class Settings(RunSettings):
                            '100 characters, newly shuffled at every evaluation) or full (every '
                            'test client).')
   model_aggregator: str = _('mean', 'What the server averages the messages with, for the '
-                           'algorithms that average (not EF21 or TFF\'s own): '
-                           f'{", ".join(model_aggregators.NAMES)} (TFF factories; mean: the '
-                           "project's own, the only one that runs in-process).")
+                            'algorithms that average (not EF21 or TFF\'s own): '
+                            f'{", ".join(model_aggregators.NAMES)} (TFF factories; mean: the '
+                            "project's own, the only one that runs in-process).")
   aggregator_norm: Optional[float] = _(None, 'The norm of --model_aggregator=clipping (L2 of '
                                        'each message) or zeroing (largest absolute value).')
   client_weighting: str = _('uniform', 'How the algorithms that average weigh their clients: '
@@ -171,16 +169,14 @@ else:
   # declared once, where it belongs (`tff_flare.algorithms.hyperparameters`): made a
   # dataclass of both here, so the knobs are not listed a second time.
   ExperimentConfig = dataclasses.make_dataclass(
-      'ExperimentConfig',
-      [(name, Any, field) for name, field in algorithms.knob_fields().items()],
+      'ExperimentConfig', [(name, Any, field) for name, field in algorithms.knob_fields().items()],
       bases=(Settings,))
   ExperimentConfig.__doc__ = """One experiment: the `Settings` and every algorithm's knob."""
   ExperimentConfig.__module__ = __name__
 
-
 # The settings that are task options (`tasks.registry.TaskSpec.options`).
-_TASK_OPTIONS = ('source', 'data_path', 'data_dir', 'total_clients', 'partition', 'alpha',
-                 'ratio', 'batch_size', 'local_steps', 'double_softmax', 'eval_data', 'text_evaluation')
+_TASK_OPTIONS = ('source', 'data_path', 'data_dir', 'total_clients', 'partition', 'alpha', 'ratio',
+                 'batch_size', 'local_steps', 'double_softmax', 'eval_data', 'text_evaluation')
 
 
 def _check(condition: bool, message: str) -> None:
@@ -231,9 +227,10 @@ def validate_run(settings: RunSettings, population: int) -> None:
     output_dir = settings.output_dir
     _check(output_dir is None or (isinstance(output_dir, str) and output_dir != ''),
            f'output_dir must name a directory, or be None (a run in memory), got {output_dir!r}.')
-    _check(output_dir is not None or settings.client_state_storage == 'memory',
-           f'client_state_storage {settings.client_state_storage!r} keeps the client states '
-           'under output_dir: give one, or keep them in memory.')
+    _check(
+        output_dir is not None or settings.client_state_storage == 'memory',
+        f'client_state_storage {settings.client_state_storage!r} keeps the client states '
+        'under output_dir: give one, or keep them in memory.')
     for name in ('rounds', 'eval_every', 'checkpoint_every'):
       value = getattr(settings, name)
       _check(_is_int(value) and value >= 1, f'{name} must be an int >= 1, got {value!r}.')
@@ -241,22 +238,26 @@ def validate_run(settings: RunSettings, population: int) -> None:
     for field in dataclasses.fields(RunSettings):
       if not field.metadata.get(hyperparameters.HOST_ONLY):
         hyperparameters.check_representable(field.name, getattr(settings, field.name))
-    _check(_is_int(population) and population >= 1,
-           f'There must be at least one client, got {population!r}.')
+    _check(
+        _is_int(population) and population >= 1,
+        f'There must be at least one client, got {population!r}.')
     per_round = population if settings.clients_per_round is None else settings.clients_per_round
-    _check(_is_int(per_round) and 1 <= per_round <= population,
-           f'clients_per_round ({per_round}) must be in [1, {population}] (the clients in '
-           'use).')
+    _check(
+        _is_int(per_round) and 1 <= per_round <= population,
+        f'clients_per_round ({per_round}) must be in [1, {population}] (the clients in '
+        'use).')
     sampling.validate_sampler(settings.client_sampling, population, per_round)
-    _check(settings.client_state_storage in CLIENT_STATE_STORAGES,
-           f'Unknown client_state_storage {settings.client_state_storage!r}; known: '
-           f'{", ".join(CLIENT_STATE_STORAGES)}.')
+    _check(
+        settings.client_state_storage in CLIENT_STATE_STORAGES,
+        f'Unknown client_state_storage {settings.client_state_storage!r}; known: '
+        f'{", ".join(CLIENT_STATE_STORAGES)}.')
     modes.validate_execution(settings.execution, settings.workers, settings.worker_timeout_s,
                              settings.client_threads)
     budget = settings.memory_budget_gib
-    _check(budget is None or (isinstance(budget, (int, float)) and not isinstance(budget, bool)
-                              and 0 < budget <= 2**20),
-           f'memory_budget_gib must be a number of GiB in (0, 1048576], got {budget!r}.')
+    _check(
+        budget is None or
+        (isinstance(budget, (int, float)) and not isinstance(budget, bool) and 0 < budget <= 2**20),
+        f'memory_budget_gib must be a number of GiB in (0, 1048576], got {budget!r}.')
   except ConfigError:
     raise
   except ValueError as e:
@@ -284,8 +285,9 @@ def _validate(config: ExperimentConfig) -> None:
          f'{", ".join(algorithms.NAMES)}.')
   unknown = [a for a in config.algorithms if a not in algorithms.NAMES]
   _check(not unknown, f'Unknown algorithms {unknown}; known: {", ".join(algorithms.NAMES)}.')
-  _check(len(set(config.algorithms)) == len(config.algorithms),
-         f'An algorithm is named twice: {list(config.algorithms)}.')
+  _check(
+      len(set(config.algorithms)) == len(config.algorithms),
+      f'An algorithm is named twice: {list(config.algorithms)}.')
   _check(config.task in tasks.TASK_NAMES,
          f'Unknown task {config.task!r}; known tasks: {", ".join(tasks.TASK_NAMES)}.')
   _check_seed('seed', config.seed)
@@ -295,10 +297,11 @@ def _validate(config: ExperimentConfig) -> None:
     value = getattr(config, name)
     _check(value is None or (_is_int(value) and value >= 1),
            f'{name} must be an int >= 1 (or unset for the task\'s default), got {value!r}.')
-  _check(config.clients_per_round is None or (
-      _is_int(config.clients_per_round) and config.clients_per_round >= 1),
-         f'clients_per_round must be an int >= 1 (or unset: every client), got '
-         f'{config.clients_per_round!r}.')
+  _check(
+      config.clients_per_round is None or
+      (_is_int(config.clients_per_round) and config.clients_per_round >= 1),
+      f'clients_per_round must be an int >= 1 (or unset: every client), got '
+      f'{config.clients_per_round!r}.')
   _check(config.batch_size is None or (_is_int(config.batch_size) and config.batch_size >= 0),
          f'batch_size must be an int >= 0 (0: full batch), got {config.batch_size!r}.')
   tasks.check_local_steps(config.local_steps, config.local_epochs)
@@ -309,20 +312,24 @@ def _validate(config: ExperimentConfig) -> None:
   check_partition(config.partition, config.alpha, config.ratio)
   _check(config.eval_data in tasks.EVAL_DATA,
          f'Unknown eval_data {config.eval_data!r}; known: {", ".join(tasks.EVAL_DATA)}.')
-  _check(config.text_evaluation in tasks.TEXT_EVALUATIONS,
-         f'Unknown text_evaluation {config.text_evaluation!r}; known: '
-         f'{", ".join(tasks.TEXT_EVALUATIONS)}.')
+  _check(
+      config.text_evaluation in tasks.TEXT_EVALUATIONS,
+      f'Unknown text_evaluation {config.text_evaluation!r}; known: '
+      f'{", ".join(tasks.TEXT_EVALUATIONS)}.')
   # An option the task would ignore is refused (the task table says what each takes).
   defaults = {f.name: f.default for f in dataclasses.fields(Settings)}
   tasks.check_options(config.task, {
-      name: getattr(config, name) for name in _TASK_OPTIONS
-      if getattr(config, name) != defaults[name]})
+      name: getattr(config, name)
+      for name in _TASK_OPTIONS
+      if getattr(config, name) != defaults[name]
+  })
   model_aggregators.check(config.model_aggregator, config.aggregator_norm)
   if config.model_aggregator != 'mean':
     algorithms.check_take_model_aggregator(config.algorithms)
-  _check(config.client_weighting in CLIENT_WEIGHTINGS,
-         f'Unknown client_weighting {config.client_weighting!r}; known: '
-         f'{", ".join(CLIENT_WEIGHTINGS)}.')
+  _check(
+      config.client_weighting in CLIENT_WEIGHTINGS,
+      f'Unknown client_weighting {config.client_weighting!r}; known: '
+      f'{", ".join(CLIENT_WEIGHTINGS)}.')
   if config.client_weighting != 'uniform':
     algorithms.check_take_model_aggregator(config.algorithms, 'client_weighting but uniform')
   population = config.num_clients or tasks.default_num_clients(config.task)
@@ -408,9 +415,14 @@ def compare_for_resume(recorded: dict[str, Any], config: RunSettings) -> dict[st
     ConfigError: a field outside `RESUMABLE_FIELDS` differs (the message names them all).
   """
   now = as_dict(config)
-  defaults = json.loads(json.dumps(
-      {f.name: f.default for f in dataclasses.fields(config)
-       if f.default is not dataclasses.MISSING}, default=list))
+  defaults = json.loads(
+      json.dumps(
+          {
+              f.name: f.default
+              for f in dataclasses.fields(config)
+              if f.default is not dataclasses.MISSING
+          },
+          default=list))
   then = {name: recorded.get(name, defaults.get(name)) for name in now}
   for earlier, field in RETIRED_FIELDS.items():
     if earlier in recorded and field not in recorded and field in then:
@@ -427,8 +439,8 @@ def compare_for_resume(recorded: dict[str, Any], config: RunSettings) -> dict[st
         f'{storage[0]} (memory can switch to disk or files).')
   fixed = {name: values for name, values in changed.items() if name not in RESUMABLE_FIELDS}
   if fixed:
-    details = '; '.join(f'{name}: {old!r} then, {new!r} now' for name, (old, new) in
-                        sorted(fixed.items()))
+    details = '; '.join(
+        f'{name}: {old!r} then, {new!r} now' for name, (old, new) in sorted(fixed.items()))
     raise ConfigError(
         f'{config.output_dir} holds a run with another configuration ({details}). Resuming '
         'would mix two configurations in one run: use another --output_dir, or the same '

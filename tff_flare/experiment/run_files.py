@@ -111,8 +111,9 @@ def rows(run_dir: pathlib.Path) -> list[dict[str, Optional[float]]]:
     if len(cells) != len(header):
       raise RunFileError(f'{path}, line {number}: {len(cells)} cells where the header has '
                          f'{len(header)} (a damaged file?).')
-    row = {name: _number(cell, f'{path}, line {number}, {name}')
-           for name, cell in zip(header, cells)}
+    row = {
+        name: _number(cell, f'{path}, line {number}, {name}') for name, cell in zip(header, cells)
+    }
     if 'round' in row:
       round_num = row['round']
       if round_num is None or round_num != int(round_num) or round_num < 0:
@@ -145,10 +146,10 @@ def curves(run_dir: pathlib.Path) -> dict[str, Curve]:
   """
   rename = _today_names(run_dir)
   table = sorted(rows(run_dir), key=round_of)
-  algorithms = sorted({key.split('/')[0] for key in (table[0] if table else {})
-                       if key.endswith('/eval/accuracy')})
-  if not algorithms or not any(row.get(f'{a}/eval/accuracy') is not None
-                               for row in table for a in algorithms):
+  algorithms = sorted(
+      {key.split('/')[0] for key in (table[0] if table else {}) if key.endswith('/eval/accuracy')})
+  if not algorithms or not any(
+      row.get(f'{a}/eval/accuracy') is not None for row in table for a in algorithms):
     raise RunFileError(f'{pathlib.Path(run_dir) / METRICS} has no evaluated round yet.')
   result = {}
   for name in algorithms:
@@ -204,8 +205,10 @@ def code(run_dir: pathlib.Path) -> list[dict]:
     raise RunFileError(f'{path} cannot be read ({e}).') from e
   if not isinstance(pieces, list):
     return []
-  return [p for p in pieces if isinstance(p, dict) and
-          (p.get('commit') is None or isinstance(p.get('commit'), str))]
+  return [
+      p for p in pieces
+      if isinstance(p, dict) and (p.get('commit') is None or isinstance(p.get('commit'), str))
+  ]
 
 
 def summary(run_dir: pathlib.Path) -> Optional[dict]:
@@ -241,13 +244,18 @@ def rounds_done(run_dir: pathlib.Path) -> int:
     summarized = int(recorded['rounds']) if recorded else 0
   except (RunFileError, KeyError, TypeError, ValueError):
     pass
-  versions = [int(m.group(1)) for p in (pathlib.Path(run_dir) / CHECKPOINTS).glob(
-      'program_state_*') if (m := re.fullmatch(r'program_state_(\d+)', p.name))]
+  versions = [
+      int(m.group(1))
+      for p in (pathlib.Path(run_dir) / CHECKPOINTS).glob('program_state_*')
+      if (m := re.fullmatch(r'program_state_(\d+)', p.name))
+  ]
   if summarized or versions or not (pathlib.Path(run_dir) / METRICS).exists():
     return max(versions + [summarized])
   try:
-    evaluated = [round_of(row) for row in rows(run_dir)
-                 if any(k.endswith('/eval/accuracy') and v is not None for k, v in row.items())]
+    evaluated = [
+        round_of(row) for row in rows(run_dir) if any(
+            k.endswith('/eval/accuracy') and v is not None for k, v in row.items())
+    ]
   except RunFileError:
     return 0
   return max(evaluated, default=0)

@@ -63,10 +63,15 @@ def code_version(root: pathlib.Path = _SOURCE_ROOT) -> dict:
   (a run's own results under the checkout do not make its code dirty). Both are None where
   `root` is not a git checkout or git is missing or slow (5 s): an installed package.
   """
+
   def git(*args: str) -> Optional[str]:
     try:
-      done = subprocess.run(['git', '-C', str(root), *args], capture_output=True, text=True,
-                            timeout=5, stdin=subprocess.DEVNULL, check=False)
+      done = subprocess.run(['git', '-C', str(root), *args],
+                            capture_output=True,
+                            text=True,
+                            timeout=5,
+                            stdin=subprocess.DEVNULL,
+                            check=False)
     except (OSError, subprocess.SubprocessError):
       return None
     return done.stdout if done.returncode == 0 else None
@@ -85,8 +90,11 @@ def build_task(config: config_lib.ExperimentConfig) -> tasks.Task:
   Every `TaskOptions` field the configuration has under the same name is passed; `epochs` is
   the configuration's `local_epochs`.
   """
-  options = {field.name: getattr(config, field.name)
-             for field in dataclasses.fields(tasks.TaskOptions) if hasattr(config, field.name)}
+  options = {
+      field.name: getattr(config, field.name)
+      for field in dataclasses.fields(tasks.TaskOptions)
+      if hasattr(config, field.name)
+  }
   try:
     return tasks.build_task(config.task, **dict(options, epochs=config.local_epochs))
   except ValueError as e:
@@ -98,18 +106,18 @@ def hyperparameters(config: config_lib.ExperimentConfig,
   """The algorithms' hyperparameters: every knob's configured value (the task's default where
   the configuration leaves it None), and the run's context."""
   task_defaults = task.hparams
-  learning_rate = (config.learning_rate if config.learning_rate is not None else
-                   task_defaults['learning_rate'])
+  learning_rate = (config.learning_rate
+                   if config.learning_rate is not None else task_defaults['learning_rate'])
   momentum = config.momentum if config.momentum is not None else task_defaults['momentum']
   knobs = {name: getattr(config, name) for name in algorithms.KNOB_NAMES}
   for name, value in knobs.items():
     if value is None and name in task_defaults:
       knobs[name] = task_defaults[name]
   return algorithms.Hyperparameters(
-      client_optimizer=tff.learning.optimizers.build_sgdm(learning_rate,
-                                                          momentum=momentum or None),
+      client_optimizer=tff.learning.optimizers.build_sgdm(learning_rate, momentum=momentum or None),
       total_clients=len(task.train_data.client_ids),
-      is_regularized=task_defaults.get('is_regularized'), seed=config.seed,
+      is_regularized=task_defaults.get('is_regularized'),
+      seed=config.seed,
       model_aggregator=model_aggregators.build(config.model_aggregator, config.aggregator_norm),
       client_weighting=tff.learning.ClientWeighting[config.client_weighting.upper()],
       **knobs)
@@ -131,9 +139,10 @@ def what_tf_says(error: Exception) -> Optional[str]:
     text = error.details().split(_TFF_OP_FAILED, 1)[1]
   else:
     return None
-  said = [line.strip() for line in text.splitlines()
-          if line.strip() and not line[0].isspace() and not line.startswith(
-              ('Detected at node', 'Graph execution error', '[['))]
+  said = [
+      line.strip() for line in text.splitlines() if line.strip() and not line[0].isspace() and
+      not line.startswith(('Detected at node', 'Graph execution error', '[['))
+  ]
   text = said[-1] if said else type(error).__name__
   return text.split('\t [[')[0].split(' [[')[0].split(' while evaluating')[0].strip()
 
@@ -255,14 +264,17 @@ _RECORDED_FACTS = ('algorithms', 'processes', 'clients', 'data', 'test_data')
 
 def _differences(then: dict, now: dict) -> list[str]:
   """`'name: old then, new now'` of the keys whose values differ."""
-  return [f'{k}: {then.get(k)!r} then, {now.get(k)!r} now' for k in sorted(set(then) | set(now))
-          if then.get(k) != now.get(k)]
+  return [
+      f'{k}: {then.get(k)!r} then, {now.get(k)!r} now' for k in sorted(set(then) | set(now))
+      if then.get(k) != now.get(k)
+  ]
 
 
 # Builder arguments recorded under a name since retired: {old name: (new name, {old value:
 # new value})}. The top-k rule became the `topk_rule` knob, recorded by its value.
-RETIRED_ARGUMENTS = {'rule': ('topk_rule', {f'TopKRule.{n}': n.lower()
-                                            for n in ('AUTHORS', 'EXACT', 'GLOBAL')})}
+RETIRED_ARGUMENTS = {
+    'rule': ('topk_rule', {f'TopKRule.{n}': n.lower() for n in ('AUTHORS', 'EXACT', 'GLOBAL')})
+}
 
 
 def _current_arguments(build: Optional[dict]) -> Optional[dict]:
@@ -280,6 +292,7 @@ def _current_arguments(build: Optional[dict]) -> Optional[dict]:
 def _check_facts(output_dir: str, record: dict, facts: dict) -> None:
   """Refuses a resume whose processes, clients or data differ from the recorded ones, naming
   what changed (a fact the record lacks, from a run made before it was recorded, passes)."""
+
   def refuse(what: str) -> None:
     raise config_lib.ConfigError(
         f'{output_dir} holds a run {what}. Resuming would mix two runs in one: use another '
@@ -300,8 +313,8 @@ def _check_facts(output_dir: str, record: dict, facts: dict) -> None:
              f'{build.get("builder")}\'s')
     changed = _differences(then.get('arguments', {}), build.get('arguments', {}))
     refuse(f'whose {name!r} was built otherwise ({"; ".join(changed[:4])})')
-  if 'clients' in facts and 'clients' in record and (
-      set(record['clients']) != set(facts['clients'])):
+  if 'clients' in facts and 'clients' in record and (set(record['clients']) != set(
+      facts['clients'])):
     then_ids, now_ids = set(record['clients']), set(facts['clients'])
     refuse(f'of {len(then_ids)} clients; these are {len(now_ids)} ({len(now_ids - then_ids)} '
            f'new, e.g. {sorted(now_ids - then_ids)[:2]}; {len(then_ids - now_ids)} gone, e.g. '
@@ -314,7 +327,9 @@ def _check_facts(output_dir: str, record: dict, facts: dict) -> None:
              'given or left out?)')
 
 
-def _record_config(config: config_lib.RunSettings, log, facts: Optional[dict] = None,
+def _record_config(config: config_lib.RunSettings,
+                   log,
+                   facts: Optional[dict] = None,
                    from_round: int = 0) -> dict:
   """Checks the configuration against the recorded one; records it (and any change), with
   `facts` that must not change either: the algorithms a `simulate` run trains, and `data`,
@@ -341,8 +356,8 @@ def _record_config(config: config_lib.RunSettings, log, facts: Optional[dict] = 
     record.update({k: v for k, v in facts.items() if v is not None})  # A run made before.
     changed = config_lib.compare_for_resume(record['config'], config)
     if changed:
-      log('Resuming with changed settings: ' + ', '.join(
-          f'{name} {old!r} -> {new!r}' for name, (old, new) in changed.items()))
+      log('Resuming with changed settings: ' +
+          ', '.join(f'{name} {old!r} -> {new!r}' for name, (old, new) in changed.items()))
       record['changes'].append(dict(changed=changed, at=time.strftime('%Y-%m-%d %H:%M:%S')))
       record['config'] = config_lib.as_dict(config)
   code = record.setdefault('code', [])
@@ -392,11 +407,11 @@ def _run_experiment(config: config_lib.ExperimentConfig, log) -> dict:
     task = build_task(config)
     config_lib.validate_run(config, len(task.train_data.client_ids))  # The real population.
     processes = build_processes(config, task)
-    return _run_processes(processes, task.client_datasets, list(task.train_data.client_ids),
-                          evaluation.build_evaluate_fn(task.model_fn, task.test_data), config,
-                          dict(task_hparams={k: v for k, v in task.hparams.items()
-                                             if not callable(v)}, data=task.data_fingerprint),
-                          log).summary
+    return _run_processes(
+        processes, task.client_datasets, list(task.train_data.client_ids),
+        evaluation.build_evaluate_fn(task.model_fn, task.test_data), config,
+        dict(task_hparams={k: v for k, v in task.hparams.items() if not callable(v)},
+             data=task.data_fingerprint), log).summary
 
 
 ClientData = Union[tff.simulation.datasets.ClientData, Mapping[str, tf.data.Dataset]]
@@ -409,9 +424,14 @@ def _signature_with_settings(function: Callable) -> Callable:
   signature = inspect.signature(function)
   parameters = [p for p in signature.parameters.values() if p.kind != p.VAR_KEYWORD]
   named = {p.name for p in parameters}
-  parameters += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
-                                   annotation=f.type)
-                 for f in dataclasses.fields(config_lib.RunSettings) if f.name not in named]
+  parameters += [
+      inspect.Parameter(f.name,
+                        inspect.Parameter.KEYWORD_ONLY,
+                        default=f.default,
+                        annotation=f.type)
+      for f in dataclasses.fields(config_lib.RunSettings)
+      if f.name not in named
+  ]
   function.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
   return function
 
@@ -438,11 +458,15 @@ class SimulationResult:
 
 
 @_signature_with_settings
-def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: ClientData, *,
-             output_dir: Optional[str] = None, test_data: Optional[tf.data.Dataset] = None,
+def simulate(processes: Mapping[str, process_lib.AlgorithmProcess],
+             train_data: ClientData,
+             *,
+             output_dir: Optional[str] = None,
+             test_data: Optional[tf.data.Dataset] = None,
              hooks: Sequence[loop.Hook] = (),
              release_managers: Sequence[tff.program.ReleaseManager] = (),
-             log: Callable[[str], object] = print, **settings) -> SimulationResult:
+             log: Callable[[str], object] = print,
+             **settings) -> SimulationResult:
   """Runs (or resumes) `processes` side by side on `train_data`, as the binaries' runs do.
 
   The same loop, hooks and files as `run_experiment` (metrics.csv, tensorboard/,
@@ -503,8 +527,8 @@ def simulate(processes: Mapping[str, process_lib.AlgorithmProcess], train_data: 
     if not isinstance(process, process_lib.AlgorithmProcess):
       kind = type(process)
       hint = (' TFF\'s FedAvg and FedProx run here as tff_flare.build_tff_fedavg(model_fn, '
-              'client_optimizer=...) and build_tff_fedprox.'
-              if isinstance(process, tff.templates.IterativeProcess) else '')
+              'client_optimizer=...) and build_tff_fedprox.' if isinstance(
+                  process, tff.templates.IterativeProcess) else '')
       raise config_lib.ConfigError(
           f'processes[{name!r}] is a {kind.__module__}.{kind.__name__}, not a process of this '
           f'project (tff_flare.build_*: their clients may keep a state).{hint}')
@@ -556,30 +580,35 @@ def _check_instances(name: str, values, kind: type, kind_name: str) -> None:
                                    f'{type(value).__name__} in it.')
 
 
-def _simulate_checked(processes, client_ids, datasets, dataset_of, run, test_data,
-                      log, *, hooks: list, release_managers: list) -> SimulationResult:
+def _simulate_checked(processes, client_ids, datasets, dataset_of, run, test_data, log, *,
+                      hooks: list, release_managers: list) -> SimulationResult:
   """`simulate` after its inputs are checked: the directory, the facts it records, the run."""
   output_dir = run.output_dir
   model_fn = next(iter(processes.values())).model_fn
-  evaluate = (evaluation.build_evaluate_fn(model_fn, test_data) if test_data is not None
-              else None)
+  evaluate = (evaluation.build_evaluate_fn(model_fn, test_data) if test_data is not None else None)
   if output_dir is not None:
     config_lib.check_writable(output_dir)
-  with (exclusive_output_dir(output_dir) if output_dir is not None
-        else contextlib.nullcontext()):
-    facts = dict(
-        algorithms=list(processes),
-        processes={name: process.build for name, process in processes.items()},
-        clients=client_ids,
-        data=_fingerprint_datasets((cid, dataset_of(cid)) for cid in sorted(client_ids)),
-        test_data=(None if test_data is None else
-                   _fingerprint_datasets([('test', test_data)])))
+  with (exclusive_output_dir(output_dir) if output_dir is not None else contextlib.nullcontext()):
+    facts = dict(algorithms=list(processes),
+                 processes={name: process.build for name, process in processes.items()},
+                 clients=client_ids,
+                 data=_fingerprint_datasets((cid, dataset_of(cid)) for cid in sorted(client_ids)),
+                 test_data=(None if test_data is None else _fingerprint_datasets([('test',
+                                                                                   test_data)])))
     if data_sources.VARYING in (facts['data'], facts['test_data']):
       log('The client or test data differ from one pass to the next (shuffled?): a resume '
           'cannot check that it is on the same data.')
     with cleanup.noting_interrupts() as interrupted:
-      return _run_processes(dict(processes), datasets, client_ids, evaluate, run, facts, log,
-                            interrupted, hooks=hooks, release_managers=release_managers)
+      return _run_processes(dict(processes),
+                            datasets,
+                            client_ids,
+                            evaluate,
+                            run,
+                            facts,
+                            log,
+                            interrupted,
+                            hooks=hooks,
+                            release_managers=release_managers)
 
 
 # A process's name is a folder (client_states/<name>) and a column prefix (<name>/<metric>).
@@ -612,8 +641,8 @@ def _fingerprint_datasets(named) -> Optional[str]:
   except data_sources.DataSourceError as e:
     raise config_lib.ConfigError(str(e)) from e
   except (tf.errors.OpError, TypeError, ValueError) as e:
-    raise config_lib.ConfigError(f'The client or test data cannot be read: {e}'.splitlines()[0]
-                                 ) from e
+    raise config_lib.ConfigError(
+        f'The client or test data cannot be read: {e}'.splitlines()[0]) from e
 
 
 def _check_memory(processes: dict, first_dataset: tf.data.Dataset, population: int,
@@ -635,27 +664,37 @@ def _check_memory(processes: dict, first_dataset: tf.data.Dataset, population: i
       passes[model_fn] = memory.forward_bytes(model_fn, batch)
     return passes[model_fn]
 
-  budget = (None if settings.memory_budget_gib is None else
-            int(settings.memory_budget_gib * memory.GIB))
+  budget = (None if settings.memory_budget_gib is None else int(settings.memory_budget_gib *
+                                                                memory.GIB))
   estimate, available, refusal = memory.plan(
       {name: memory.process_sizes(p, forward(p)) for name, p in processes.items()},
       clients_with_state=population,
-      clients_per_round=settings.clients_per_round or population, threads=threads,
-      storage=settings.client_state_storage, execution=settings.execution,
-      evaluates=evaluates, budget=budget)
+      clients_per_round=settings.clients_per_round or population,
+      threads=threads,
+      storage=settings.client_state_storage,
+      execution=settings.execution,
+      evaluates=evaluates,
+      budget=budget)
   if refusal:
     raise config_lib.ConfigError(refusal)
-  log(f'Memory: estimated peak {estimate.describe()}' + (
-      f' of {available / memory.GIB:.1f} GiB this run may use.' if available else '.'))
+  log(f'Memory: estimated peak {estimate.describe()}' +
+      (f' of {available / memory.GIB:.1f} GiB this run may use.' if available else '.'))
   return estimate
 
 
-def _run_processes(processes: dict, client_datasets, client_ids: list[str], evaluate,
-                   settings: config_lib.RunSettings, facts: dict, log,
-                   interrupted: Optional[threading.Event] = None, *,
-                   hooks: Sequence[loop.Hook] = (),
-                   release_managers: Sequence[tff.program.ReleaseManager] = ()
-                   ) -> SimulationResult:
+def _run_processes(
+    processes: dict,
+    client_datasets,
+    client_ids: list[str],
+    evaluate,
+    settings: config_lib.RunSettings,
+    facts: dict,
+    log,
+    interrupted: Optional[threading.Event] = None,
+    *,
+    hooks: Sequence[loop.Hook] = (),
+    release_managers: Sequence[tff.program.ReleaseManager] = ()
+) -> SimulationResult:
   """The one run of processes: checks the directory, records the settings (`facts` beside
   them), runs the loop with its own hooks, then the caller's `hooks`, and the caller's
   `release_managers`, writes the summary
@@ -667,13 +706,16 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
   if output is not None:
     checkpoint_rounds = checkpoints_lib.saved_rounds(output / run_files.CHECKPOINTS)
     _check_output_dir(settings, checkpoint_rounds)
-  estimate = _check_memory(processes, client_datasets(client_ids[:1], 0)[0], len(client_ids),
-                           settings, evaluate is not None, log)
+  estimate = _check_memory(processes,
+                           client_datasets(client_ids[:1], 0)[0], len(client_ids), settings,
+                           evaluate is not None, log)
   record: dict[str, Any]
   if output is None:
     record = dict(changes=[], code=[dict(code_version(), from_round=0)])
   else:
-    record = _record_config(settings, log, facts,
+    record = _record_config(settings,
+                            log,
+                            facts,
                             from_round=checkpoint_rounds[-1] if checkpoint_rounds else 0)
   if record.get('clients') and record['clients'] != list(client_ids):
     log('The clients are given in another order than the run recorded; it keeps its own '
@@ -687,7 +729,8 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
         shutil.rmtree(entry)
       else:
         entry.unlink(missing_ok=True)
-  execution = modes.build_execution(settings.execution, settings.workers,
+  execution = modes.build_execution(settings.execution,
+                                    settings.workers,
                                     timeout_s=settings.worker_timeout_s,
                                     num_threads=settings.client_threads)
   with execution, memory.PeakSampler() as peak:
@@ -695,13 +738,15 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
     for name, process in processes.items():
       state_dir = (output / 'client_states' / name if output is not None and
                    settings.client_state_storage in ('disk', 'files') else None)
-      run = loop.AlgorithmRun(
-          name, process, execution, client_state_dir=state_dir,
-          states_written_by_clients=settings.client_state_storage == 'files',
-          initial_weights=runs[0].model_weights() if runs else None)
+      run = loop.AlgorithmRun(name,
+                              process,
+                              execution,
+                              client_state_dir=state_dir,
+                              states_written_by_clients=settings.client_state_storage == 'files',
+                              initial_weights=runs[0].model_weights() if runs else None)
       runs.append(run)
-    log(f'Execution: {execution.name}. ' + '; '.join(f'{run.name} on {run.where}'
-                                                   for run in runs) + '.')
+    log(f'Execution: {execution.name}. ' + '; '.join(f'{run.name} on {run.where}' for run in runs) +
+        '.')
     checkpoints, start_round = None, 0
     if output is not None:
       checkpoints = checkpoints_lib.Checkpoints(str(output / run_files.CHECKPOINTS), runs,
@@ -721,32 +766,38 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
       versions = checkpoints.versions() if checkpoints else []
       return versions[-1] if versions else None
 
-    run_hooks: list[loop.Hook] = (
-        [hooks_lib.StopOnInterrupt(interrupted, last_checkpoint)] if interrupted else [])
+    run_hooks: list[loop.Hook] = ([hooks_lib.StopOnInterrupt(interrupted, last_checkpoint)]
+                                  if interrupted else [])
     run_hooks += [hooks_lib.Evaluation(evaluate, settings.eval_every)] if evaluate else []
     if any(run.process.uses_test_loss for run in runs):  # EC-FFL, reusing the evaluation.
       if evaluate is None:
-        raise config_lib.ConfigError(', '.join(r.name for r in runs if r.process.uses_test_loss)
-                                     + ' adapt(s) to the test loss: give test_data.')
+        raise config_lib.ConfigError(', '.join(r.name for r in runs if r.process.uses_test_loss) +
+                                     ' adapt(s) to the test loss: give test_data.')
       run_hooks.append(hooks_lib.TestLossFeedback(evaluate))
     managers, final_managers = list(release_managers), list(release_managers)
     if output is not None:
       csv = tff.program.CSVFileReleaseManager(output / run_files.METRICS, key_fieldname='round')
       managers += [csv, tff.program.TensorBoardReleaseManager(output / 'tensorboard')]
       final_managers.append(csv)
-    run_hooks += [hooks_lib.ReleaseRows(managers, final_managers=final_managers)] if managers else []
+    run_hooks += [hooks_lib.ReleaseRows(managers, final_managers=final_managers)
+                 ] if managers else []
     if not settings.allow_nonfinite_rounds:
       run_hooks.append(hooks_lib.StopOnNonFiniteRound(last_checkpoint))
     run_hooks += hooks
     if checkpoints is not None:
-      run_hooks.append(hooks_lib.CheckpointEvery(checkpoints, settings.checkpoint_every,
-                                             settings.rounds))
+      run_hooks.append(
+          hooks_lib.CheckpointEvery(checkpoints, settings.checkpoint_every, settings.rounds))
     progress = hooks_lib.LogProgress(log, start_round, settings.rounds, peak.peak_bytes)
     run_hooks += [progress, collected]
     started = time.perf_counter()
     try:
-      loop.run_rounds(runs, client_datasets, sampler, start_round=start_round,
-                      end_round=settings.rounds, hooks=run_hooks, execution_stats=execution.stats)
+      loop.run_rounds(runs,
+                      client_datasets,
+                      sampler,
+                      start_round=start_round,
+                      end_round=settings.rounds,
+                      hooks=run_hooks,
+                      execution_stats=execution.stats)
     except (tf.errors.InvalidArgumentError, grpc.RpcError) as e:  # Labels past the classes.
       said = what_tf_says(e)
       if said is None:
@@ -754,23 +805,28 @@ def _run_processes(processes: dict, client_datasets, client_ids: list[str], eval
       done = collected.rows[-1]['round'] + 1 if collected.rows else start_round
       raise config_lib.ConfigError(
           f'The model cannot run on the data (round {done}): {said}') from e
-  final = collections.OrderedDict((run.name, collected.rows[-1][run.name].get('eval'))
-                                  for run in runs)
-  summary = dict(
-      config=config_lib.as_dict(settings), changes=record['changes'], code=record['code'],
-      **dict(facts, clients=list(client_ids)), final_eval=final, rounds=settings.rounds,
-      rounds_trained=collected.rows[-1]['round'],
-      where={run.name: run.where for run in runs},
-      num_trainable_parameters=int(sum(np.size(t) for t in runs[0].model_weights().trainable)),
-      gpus=[d.name for d in tf.config.list_physical_devices('GPU')],
-      seconds_this_session=time.perf_counter() - started,
-      memory=dict(estimated_peak_gib=round(estimate.total / memory.GIB, 3),
-                  peak_gib=round(peak.peak_bytes() / memory.GIB, 3),
-                  floor_gib=round(estimate.floor / memory.GIB, 3)))
+  final = collections.OrderedDict(
+      (run.name, collected.rows[-1][run.name].get('eval')) for run in runs)
+  summary = dict(config=config_lib.as_dict(settings),
+                 changes=record['changes'],
+                 code=record['code'],
+                 **dict(facts, clients=list(client_ids)),
+                 final_eval=final,
+                 rounds=settings.rounds,
+                 rounds_trained=collected.rows[-1]['round'],
+                 where={run.name: run.where for run in runs},
+                 num_trainable_parameters=int(
+                     sum(np.size(t) for t in runs[0].model_weights().trainable)),
+                 gpus=[d.name for d in tf.config.list_physical_devices('GPU')],
+                 seconds_this_session=time.perf_counter() - started,
+                 memory=dict(estimated_peak_gib=round(estimate.total / memory.GIB, 3),
+                             peak_gib=round(peak.peak_bytes() / memory.GIB, 3),
+                             floor_gib=round(estimate.floor / memory.GIB, 3)))
   if output is not None:
     files.write_file(output / run_files.SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
   return SimulationResult(
       summary=summary,
-      model_weights={run.name: tf.nest.map_structure(np.asarray, run.model_weights())
-                     for run in runs},
+      model_weights={
+          run.name: tf.nest.map_structure(np.asarray, run.model_weights()) for run in runs
+      },
       states={run.name: run.state for run in runs})

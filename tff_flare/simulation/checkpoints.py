@@ -66,9 +66,9 @@ def saved_rounds(directory) -> list[int]:
   directory = pathlib.Path(directory)
   if not directory.is_dir():
     return []
-  return sorted(int(p.name[len(_PROGRAM_PREFIX):]) for p in directory.iterdir()
-                if p.is_dir() and p.name.startswith(_PROGRAM_PREFIX) and
-                p.name[len(_PROGRAM_PREFIX):].isdigit())
+  return sorted(
+      int(p.name[len(_PROGRAM_PREFIX):]) for p in directory.iterdir() if p.is_dir() and
+      p.name.startswith(_PROGRAM_PREFIX) and p.name[len(_PROGRAM_PREFIX):].isdigit())
 
 
 class Checkpoints:
@@ -81,7 +81,8 @@ class Checkpoints:
   """
 
   def __init__(self, directory: str, runs: Sequence, client_ids: Sequence[str]):
-    self._manager = tff.program.FileProgramStateManager(directory, keep_total=KEEP_TOTAL,
+    self._manager = tff.program.FileProgramStateManager(directory,
+                                                        keep_total=KEEP_TOTAL,
                                                         keep_first=False)
     self._directory = pathlib.Path(directory)
     self._runs = runs
@@ -155,10 +156,10 @@ class Checkpoints:
       raise SaveError(
           f'The checkpoint after round {round_num - 1} could not be written under '
           f'{self._directory} ({type(e).__name__}: {" ".join(str(e).split())[:200]}): a full '
-          'disk or a file size limit? ' + (
-              f'Free space and start the same command again to resume from the checkpoint '
-              f'after round {earlier[-1] - 1}.' if earlier else
-              'Free space and start the same command again.')) from e
+          'disk or a file size limit? ' +
+          (f'Free space and start the same command again to resume from the checkpoint '
+           f'after round {earlier[-1] - 1}.'
+           if earlier else 'Free space and start the same command again.')) from e
     retained = self.versions()
     for entry in self._directory.glob(f'{_CLIENTS_PREFIX}*'):
       suffix = entry.name[len(_CLIENTS_PREFIX):]
@@ -197,13 +198,16 @@ class Checkpoints:
     try:
       saved, clients = self._load(version)
       for run in self._runs:
-        run.restore(loop.RunSnapshot(server=list(saved[run.name]['server']),
-                                     clients=clients.get(run.name, [])), self._client_ids)
+        run.restore(
+            loop.RunSnapshot(server=list(saved[run.name]['server']),
+                             clients=clients.get(run.name, [])), self._client_ids)
       return int(saved['round'])
     except Exception as e:  # pylint: disable=broad-except
       earlier = [v for v in versions if v < version]
-      parts = ' and '.join(str(p) for p in (self._directory / f'{_PROGRAM_PREFIX}{version}',
-                                            self._clients_dir(version)) if p.exists())
+      parts = ' and '.join(
+          str(p)
+          for p in (self._directory / f'{_PROGRAM_PREFIX}{version}', self._clients_dir(version))
+          if p.exists())
       fallback = (f'Remove {parts} to resume from the checkpoint after round {earlier[-1] - 1}.'
                   if earlier else f'Remove {parts} to start over.')
       raise CheckpointError(

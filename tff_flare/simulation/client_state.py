@@ -111,8 +111,7 @@ class ClientStateStore:
   def update(self, client_ids: Sequence[Hashable], states: Sequence[Any]) -> None:
     """Stores the new states of `client_ids` (same order); validates every one first."""
     if len(client_ids) != len(states):
-      raise ClientStateMismatchError(
-          f'{len(client_ids)} client ids but {len(states)} states.')
+      raise ClientStateMismatchError(f'{len(client_ids)} client ids but {len(states)} states.')
     validated = [self.validate(s, cid) for cid, s in zip(client_ids, states)]
     self._store(client_ids, validated)
 
@@ -143,8 +142,7 @@ class ClientStateStore:
                                 arrays: Sequence[np.ndarray]) -> None:
     """Inverse of `checkpoint_arrays`."""
     size = len(self._signature)
-    if not self._holds_states(arrays, len(client_ids)) and _is_disk_index(arrays,
-                                                                          len(client_ids)):
+    if not self._holds_states(arrays, len(client_ids)) and _is_disk_index(arrays, len(client_ids)):
       raise ClientStateMismatchError(
           'The checkpoint holds a disk store\'s index, not the states: they are in the run\'s '
           'client_states/ folder (resume with client_state_storage=disk).')
@@ -152,14 +150,15 @@ class ClientStateStore:
       raise ClientStateMismatchError(
           f'The checkpoint holds {len(arrays)} client-state arrays, expected {size} for each '
           f'of {len(client_ids)} clients.')
-    self.load_dict({cid: tf.nest.pack_sequence_as(self._initial_state,
-                                                  list(arrays[i * size:(i + 1) * size]))
-                    for i, cid in enumerate(client_ids)})
+    self.load_dict({
+        cid: tf.nest.pack_sequence_as(self._initial_state, list(arrays[i * size:(i + 1) * size]))
+        for i, cid in enumerate(client_ids)
+    })
 
   def _holds_states(self, arrays: Sequence[np.ndarray], num_clients: int) -> bool:
     """Whether checkpoint `arrays` are `num_clients` states of this store's signature."""
-    return ([(np.shape(a), np.asarray(a).dtype) for a in arrays] ==
-            [(tuple(shape), dtype) for shape, dtype in self._signature] * num_clients)
+    return ([(np.shape(a), np.asarray(a).dtype) for a in arrays
+            ] == [(tuple(shape), dtype) for shape, dtype in self._signature] * num_clients)
 
   def commit(self, version: int, retained_versions: Sequence[int]) -> None:
     """Called once checkpoint `version` holds the current states (nothing to do in memory).
@@ -281,8 +280,10 @@ class DiskClientStateStore(ClientStateStore):
 
   def checkpoint_arrays(self, client_ids: Sequence[Hashable]) -> list[np.ndarray]:
     """`[generation of each client (-1: initial state), the store's generation]`."""
-    return [np.array([self._index.get(cid, -1) for cid in client_ids], np.int64),
-            np.array([self._generation], np.int64)]
+    return [
+        np.array([self._index.get(cid, -1) for cid in client_ids], np.int64),
+        np.array([self._generation], np.int64)
+    ]
 
   def restore_checkpoint_arrays(self, client_ids: Sequence[Hashable],
                                 arrays: Sequence[np.ndarray]) -> None:
@@ -290,8 +291,11 @@ class DiskClientStateStore(ClientStateStore):
     client's arrays) is written out as a generation of files (a run may move its client
     states to disk when it resumes)."""
     # New generations never reuse a number whose files a later checkpoint may refer to.
-    on_disk = [int(match.group(1)) for p in self._directory.glob(f'*/g*_*{self._SUFFIX}')
-               if (match := _GENERATION_FILE.fullmatch(p.name))]
+    on_disk = [
+        int(match.group(1))
+        for p in self._directory.glob(f'*/g*_*{self._SUFFIX}')
+        if (match := _GENERATION_FILE.fullmatch(p.name))
+    ]
     if self._holds_states(arrays, len(client_ids)):
       self._generation = max([0] + on_disk)
       super().restore_checkpoint_arrays(client_ids, arrays)
@@ -364,9 +368,9 @@ class TensorFileClientStateStore(DiskClientStateStore):
     made)."""
     for cid in client_ids:
       self._client_dir(cid).mkdir(exist_ok=True)
-    return ([self._prefix(cid, self._index[cid]) if cid in self._index else ''
-             for cid in client_ids],
-            [self._prefix(cid, self._generation + 1) for cid in client_ids])
+    return ([
+        self._prefix(cid, self._index[cid]) if cid in self._index else '' for cid in client_ids
+    ], [self._prefix(cid, self._generation + 1) for cid in client_ids])
 
   def written(self, client_ids: Sequence[Hashable]) -> None:
     """The round that got `prefixes(client_ids)` has written their new states."""

@@ -25,14 +25,13 @@ from tff_flare.algorithms import batches
 from tff_flare.algorithms import model_facts
 from tff_flare.execution import inprocess
 
-
 # The model's accuracy metric, by the names Keras gives it, reported as `accuracy`.
-_ACCURACIES = ('sparse_categorical_accuracy', 'accuracy', 'categorical_accuracy',
-               'binary_accuracy')
+_ACCURACIES = ('sparse_categorical_accuracy', 'accuracy', 'categorical_accuracy', 'binary_accuracy')
 
 
-def build_evaluate_fn(model_fn: model_facts.ModelFn, test_dataset: tf.data.Dataset
-                      ) -> Callable[[tff.learning.models.ModelWeights], dict]:
+def build_evaluate_fn(
+    model_fn: model_facts.ModelFn,
+    test_dataset: tf.data.Dataset) -> Callable[[tff.learning.models.ModelWeights], dict]:
   """Returns `evaluate(model_weights) -> {'loss': float, 'accuracy': float, 'num_examples':
   int, <the model's other scalar metrics>}` (`accuracy`: the model's accuracy metric, where it
   has one).
@@ -61,8 +60,9 @@ def build_evaluate_fn(model_fn: model_facts.ModelFn, test_dataset: tf.data.Datas
         model.forward_pass(batches.batch_at(test_batches, index), training=False)
         return index + 1
 
-      tf.while_loop(lambda index: index < test_batches.num_steps, evaluate_batch,
-                    (tf.constant(0, tf.int32),), parallel_iterations=1)
+      tf.while_loop(lambda index: index < test_batches.num_steps,
+                    evaluate_batch, (tf.constant(0, tf.int32),),
+                    parallel_iterations=1)
       return model.report_local_unfinalized_metrics()
 
     built.update(model=model, unfinalized_metrics=unfinalized_metrics)
@@ -70,10 +70,11 @@ def build_evaluate_fn(model_fn: model_facts.ModelFn, test_dataset: tf.data.Datas
   def evaluate(model_weights) -> dict:
     if not built:
       build()
-    model_weights = tff.learning.models.ModelWeights(
-        trainable=list(model_weights.trainable), non_trainable=list(model_weights.non_trainable))
-    values = built['unfinalized_metrics'](
-        tf.nest.map_structure(tf.convert_to_tensor, model_weights))
+    model_weights = tff.learning.models.ModelWeights(trainable=list(model_weights.trainable),
+                                                     non_trainable=list(
+                                                         model_weights.non_trainable))
+    values = built['unfinalized_metrics'](tf.nest.map_structure(tf.convert_to_tensor,
+                                                                model_weights))
     # TFF's finalizers are `tf.function`s that build a Keras metric; run their Python bodies.
     metrics = collections.OrderedDict(
         (name, getattr(finalize, 'python_function', finalize)(values[name]))

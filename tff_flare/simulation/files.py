@@ -88,7 +88,8 @@ def read_text(path: os.PathLike | str) -> str:
   return read_bytes(path).decode()
 
 
-def write_file(path: os.PathLike | str, content: str | bytes,
+def write_file(path: os.PathLike | str,
+               content: str | bytes,
                within: Optional[os.PathLike | str] = None) -> None:
   """Writes `content` (text as UTF-8) to `path` whole (see the module docstring).
 
@@ -110,7 +111,9 @@ def write_file(path: os.PathLike | str, content: str | bytes,
     raise
 
 
-def write_figure(figure, path: os.PathLike | str, dpi: int,
+def write_figure(figure,
+                 path: os.PathLike | str,
+                 dpi: int,
                  within: Optional[os.PathLike | str] = None) -> None:
   """Writes a matplotlib figure as PNG through `write_file`."""
   buffer = io.BytesIO()

@@ -166,7 +166,8 @@ class ReleaseRows(loop.Hook):
     final_managers: those that also get the end-of-run row (default: all).
   """
 
-  def __init__(self, managers: Sequence[tff.program.ReleaseManager],
+  def __init__(self,
+               managers: Sequence[tff.program.ReleaseManager],
                final_managers: Optional[Sequence[tff.program.ReleaseManager]] = None):
     self._managers = list(managers)
     self._final = self._managers if final_managers is None else list(final_managers)
@@ -183,8 +184,10 @@ def _without_bookkeeping(row: dict) -> dict:
 
 
 def _release(managers, value, key: int) -> None:
+
   async def release_all():
     await asyncio.gather(*[m.release(value, key=key) for m in managers])
+
   asyncio.run(release_all())
 
 
@@ -224,7 +227,10 @@ class LogProgress(loop.Hook):
     peak_bytes: `() -> bytes`, the run's peak memory so far (`memory.PeakSampler`), or None.
   """
 
-  def __init__(self, log: Callable[[str], Any], start_round: int, end_round: int,
+  def __init__(self,
+               log: Callable[[str], Any],
+               start_round: int,
+               end_round: int,
                peak_bytes: Optional[Callable[[], int]] = None):
     self._log = log
     self._start_round = start_round
@@ -235,9 +241,9 @@ class LogProgress(loop.Hook):
   def after_round(self, round_num, runs, row) -> None:
     done = round_num + 1
     rate = (done - self._start_round) / (time.perf_counter() - self._started)
-    accuracies = ''.join(f' | {run.name} acc {row[run.name]["eval"]["accuracy"]:.4f}'
-                         for run in runs if 'accuracy' in row[run.name].get('eval', {}))
-    peak = ('' if self._peak_bytes is None else
-            f' | peak {self._peak_bytes() / 2**30:.2f} GiB')
+    accuracies = ''.join(
+        f' | {run.name} acc {row[run.name]["eval"]["accuracy"]:.4f}' for run in runs
+        if 'accuracy' in row[run.name].get('eval', {}))
+    peak = ('' if self._peak_bytes is None else f' | peak {self._peak_bytes() / 2**30:.2f} GiB')
     self._log(f'round {round_num} | {rate:.2f} rounds/s | ETA '
               f'{(self._end_round - done) / rate:.0f} s{peak}{accuracies}')

@@ -63,9 +63,14 @@ class AlgorithmRun:
   (the hook `hooks.TestLossFeedback`, which reuses the round's evaluation).
   """
 
-  def __init__(self, name: str, process: process_lib.AlgorithmProcess,
-               execution: modes.Execution, *, client_state_dir=None,
-               states_written_by_clients: bool = False, initial_weights=None):
+  def __init__(self,
+               name: str,
+               process: process_lib.AlgorithmProcess,
+               execution: modes.Execution,
+               *,
+               client_state_dir=None,
+               states_written_by_clients: bool = False,
+               initial_weights=None):
     self.name = name
     self.process = process
     self.where = execution.where(process)
@@ -73,8 +78,8 @@ class AlgorithmRun:
     if client_state_dir is None:
       self.store = client_state.ClientStateStore(self.bound.initial_client_state)
     else:
-      store = (client_state.TensorFileClientStateStore if states_written_by_clients else
-               client_state.DiskClientStateStore)
+      store = (client_state.TensorFileClientStateStore
+               if states_written_by_clients else client_state.DiskClientStateStore)
       self.store = store(self.bound.initial_client_state, client_state_dir)
     self.state = self.bound.initialize()
     if initial_weights is not None:
@@ -97,7 +102,9 @@ class AlgorithmRun:
     # Each client's state is read when it starts and replaced when it ends: the round holds
     # the states of the clients in training, not two of every client's.
     output = self.bound.next(
-        self.state, list(datasets), self.store.view(client_ids),
+        self.state,
+        list(datasets),
+        self.store.view(client_ids),
         self.process.client_inputs(client_ids),
         client_state_sink=lambda index, state: self.store.update([client_ids[index]], [state]))
     self.state = output.state
@@ -148,8 +155,7 @@ class Hook:
   def before_round(self, round_num: int, runs: Sequence[AlgorithmRun], row: dict) -> None:
     pass
 
-  def after_round(self, round_num: int, runs: Sequence[AlgorithmRun],
-                  row: dict) -> Optional[bool]:
+  def after_round(self, round_num: int, runs: Sequence[AlgorithmRun], row: dict) -> Optional[bool]:
     pass
 
   def after_last_round(self, end_round: int, runs: Sequence[AlgorithmRun], row: dict) -> None:
@@ -161,12 +167,17 @@ ClientDatasetsFn = Callable[[Sequence[str], int], list[Any]]
 
 def datasets_of(client_data: tff.simulation.datasets.ClientData) -> ClientDatasetsFn:
   """`client_datasets` for data that is the same every round."""
-  return lambda client_ids, round_num: [client_data.create_tf_dataset_for_client(cid)
-                                        for cid in client_ids]
+  return lambda client_ids, round_num: [
+      client_data.create_tf_dataset_for_client(cid) for cid in client_ids
+  ]
 
 
-def run_rounds(runs: Sequence[AlgorithmRun], client_datasets: ClientDatasetsFn,
-               sampler: Callable[[int], list[str]], *, start_round: int, end_round: int,
+def run_rounds(runs: Sequence[AlgorithmRun],
+               client_datasets: ClientDatasetsFn,
+               sampler: Callable[[int], list[str]],
+               *,
+               start_round: int,
+               end_round: int,
                hooks: Sequence[Hook] = (),
                execution_stats: Optional[remote.ExecutionStats] = None) -> None:
   """Trains every run for rounds `start_round .. end_round - 1` (see the module docstring).

@@ -57,8 +57,8 @@ WORKING_MODELS_WITH_STATE = 5.0
 # MNIST CNN at batch 600 and the VGG11 at batch 500, where they outweigh the model).
 ACTIVATIONS_PER_FORWARD = 1.0
 # Ops whose outputs are no new memory of a step: the weights read, names and constants.
-_NOT_ACTIVATIONS = frozenset(('ReadVariableOp', 'Const', 'VarHandleOp', 'Placeholder',
-                              'Identity', 'IdentityN'))
+_NOT_ACTIVATIONS = frozenset(
+    ('ReadVariableOp', 'Const', 'VarHandleOp', 'Placeholder', 'Identity', 'IdentityN'))
 # Model-sized values TFF's worker holds per client of a round (fitted).
 TFF_MODELS_PER_CLIENT = 4.0
 # TensorFlow's CPU allocator (BFC, which the programs opt in to: `experiments/__init__.py`)
@@ -134,14 +134,14 @@ def forward_bytes(model_fn, batch) -> int:
           continue
         if getattr(called, 'graph', None) is not None:
           total += walk(called.graph)
-      total += sum(t.shape.num_elements() * t.dtype.size for t in op.outputs
+      total += sum(t.shape.num_elements() * t.dtype.size
+                   for t in op.outputs
                    if t.dtype.is_floating and t.shape.is_fully_defined())
     return total
 
   with tf.Graph().as_default() as graph:
     model = model_fn()
-    inputs = tf.nest.map_structure(
-        lambda s: tf.compat.v1.placeholder(s.dtype, s.shape), batch)
+    inputs = tf.nest.map_structure(lambda s: tf.compat.v1.placeholder(s.dtype, s.shape), batch)
     start = len(graph.get_operations())
     try:
       model.forward_pass(inputs, training=True)
@@ -169,10 +169,13 @@ def process_sizes(process, forward: int = 0) -> ProcessSizes:
   client = (tff_type_bytes(initial_client_state.type_signature.result)
             if initial_client_state is not None else 0)
   weights_type = process.get_model_weights.type_signature.result
-  model = tff_type_bytes(weights_type.trainable if hasattr(weights_type, 'trainable')
-                         else weights_type[0])
-  return ProcessSizes(model=model, server_state=server, client_state=client,
-                      on_tff=getattr(process, 'runs_only_on_tff', True), forward=forward)
+  model = tff_type_bytes(
+      weights_type.trainable if hasattr(weights_type, 'trainable') else weights_type[0])
+  return ProcessSizes(model=model,
+                      server_state=server,
+                      client_state=client,
+                      on_tff=getattr(process, 'runs_only_on_tff', True),
+                      forward=forward)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,13 +199,19 @@ class Estimate:
 
   def describe(self) -> str:
     return (f'{self.total / GIB:.1f} GiB (base {self.base / GIB:.1f}, states and models '
-            f'{self.resident / GIB:.1f}, a round {self.round / GIB:.1f}'
-            + (f", TFF's runtime {self.tff / GIB:.1f}" if self.tff else '') + ')')
+            f'{self.resident / GIB:.1f}, a round {self.round / GIB:.1f}' +
+            (f", TFF's runtime {self.tff / GIB:.1f}" if self.tff else '') + ')')
 
 
-def estimate_run(sizes: Mapping[str, ProcessSizes], *, clients_with_state: int,
-                 clients_per_round: int, threads: int, storage: str, execution: str,
-                 base: int, evaluates: bool = True) -> Estimate:
+def estimate_run(sizes: Mapping[str, ProcessSizes],
+                 *,
+                 clients_with_state: int,
+                 clients_per_round: int,
+                 threads: int,
+                 storage: str,
+                 execution: str,
+                 base: int,
+                 evaluates: bool = True) -> Estimate:
   """The peak of a run training `sizes`' algorithms side by side.
 
   Args:
@@ -226,30 +235,32 @@ def estimate_run(sizes: Mapping[str, ProcessSizes], *, clients_with_state: int,
     resident += s.server_state
     if storage == 'memory':
       resident += s.client_state * clients_with_state
-  round_bytes = max([threads * (ACTIVATIONS_PER_FORWARD * s.forward + s.model * (
-      WORKING_MODELS_WITH_STATE if s.client_state else WORKING_MODELS)) +
-                     (threads + 1) * (s.model + s.client_state) + s.model
-                     for s in here] + [0])
+  round_bytes = max([
+      threads * (ACTIVATIONS_PER_FORWARD * s.forward + s.model *
+                 (WORKING_MODELS_WITH_STATE if s.client_state else WORKING_MODELS)) +
+      (threads + 1) * (s.model + s.client_state) + s.model for s in here
+  ] + [0])
   if here:  # What the allocator keeps of the rounds of the algorithms after the largest.
-    round_bytes += KEPT_MODELS_PER_ALGORITHM * (sum(s.model for s in here) -
-                                                max(s.model for s in here))
+    round_bytes += KEPT_MODELS_PER_ALGORITHM * (sum(s.model for s in here) - max(s.model
+                                                                                 for s in here))
   tff_bytes: float = 0
   if on_tff and execution != 'remote':
     # TFF's runtime holds every client's values of a round at once: neither its concurrency
     # (--max_concurrent_computation_calls) nor its subrounds bound it (measured on the FC).
     tff_bytes = TFF_WORKER_BASE + max(
-        clients_per_round * (TFF_MODELS_PER_CLIENT * s.model + s.client_state)
-        for s in on_tff)
+        clients_per_round * (TFF_MODELS_PER_CLIENT * s.model + s.client_state) for s in on_tff)
     # The driver also holds what it sends and receives: the server state and the states
     # (with 'files', the clients' computations read and write their states themselves).
     moved = 0 if storage == 'files' else 2 * clients_per_round
-    round_bytes = max(round_bytes, max(2 * s.server_state + moved * s.client_state
-                                       for s in on_tff))
-  floor = sum(s.server_state + (s.client_state * clients_with_state if storage == 'memory'
-                                 else 0) for s in sizes.values())
+    round_bytes = max(round_bytes, max(2 * s.server_state + moved * s.client_state for s in on_tff))
+  floor = sum(s.server_state + (s.client_state * clients_with_state if storage == 'memory' else 0)
+              for s in sizes.values())
   floor += max(threads * (2 * s.model + s.client_state) + s.model for s in sizes.values())
-  return Estimate(base=int(base), resident=int(resident), round=int(round_bytes),
-                  tff=int(tff_bytes), floor=int(base + floor))
+  return Estimate(base=int(base),
+                  resident=int(resident),
+                  round=int(round_bytes),
+                  tff=int(tff_bytes),
+                  floor=int(base + floor))
 
 
 def resident_bytes(pid: Optional[int] = None) -> int:
@@ -381,24 +392,33 @@ def available_bytes() -> Optional[int]:
   return None if machine is None else resident_bytes() + machine
 
 
-def plan(sizes: Mapping[str, ProcessSizes], *, clients_with_state: int, clients_per_round: int,
-         threads: int, storage: str, execution: str, evaluates: bool,
+def plan(sizes: Mapping[str, ProcessSizes],
+         *,
+         clients_with_state: int,
+         clients_per_round: int,
+         threads: int,
+         storage: str,
+         execution: str,
+         evaluates: bool,
          budget: Optional[int] = None) -> tuple[Estimate, Optional[int], Optional[str]]:
   """The run's estimate, what it may use (`budget`, else `available_bytes()`), and, when the
   estimate is larger, the one-line refusal naming the settings that would fit (None when it
   fits, or when what it may use is unknown)."""
   base = resident_bytes()
-  common: dict[str, Any] = dict(clients_with_state=clients_with_state, clients_per_round=clients_per_round,
-                evaluates=evaluates, base=base)
-  estimate = estimate_run(sizes, threads=threads, storage=storage, execution=execution,
-                          **common)
+  common: dict[str, Any] = dict(clients_with_state=clients_with_state,
+                                clients_per_round=clients_per_round,
+                                evaluates=evaluates,
+                                base=base)
+  estimate = estimate_run(sizes, threads=threads, storage=storage, execution=execution, **common)
   available = budget if budget is not None else available_bytes()
   if available is None or estimate.total <= available:
     return estimate, available, None
   fits = []
-  variants: tuple[tuple[str, dict[str, Any]], ...] = (
-      ('--client_state_storage=disk', dict(storage='disk')),
-      ('--client_threads=1', dict(threads=1)), ('both', dict(storage='disk', threads=1)))
+  variants: tuple[tuple[str, dict[str, Any]],
+                  ...] = (('--client_state_storage=disk', dict(storage='disk')),
+                          ('--client_threads=1', dict(threads=1)), ('both',
+                                                                    dict(storage='disk',
+                                                                         threads=1)))
   for label, changes in variants:
     options: dict[str, Any] = dict(threads=threads, storage=storage, execution=execution)
     options.update(changes)
@@ -408,13 +428,19 @@ def plan(sizes: Mapping[str, ProcessSizes], *, clients_with_state: int, clients_
     if total <= available:
       fits.append(f'{label} ({total / GIB:.1f} GiB)')
   if len(sizes) > 1:
-    alone = {name: estimate_run({name: s}, threads=threads, storage=storage,
-                                execution=execution, **common).total
-             for name, s in sizes.items()}
+    alone = {
+        name: estimate_run({
+            name: s
+        },
+                           threads=threads,
+                           storage=storage,
+                           execution=execution,
+                           **common).total for name, s in sizes.items()
+    }
     if min(alone.values()) <= available:
-      fits.append('fewer algorithms at once (alone: ' + ', '.join(
-          f'{name} {total / GIB:.1f}' for name, total in alone.items()) + ' GiB)')
+      fits.append('fewer algorithms at once (alone: ' +
+                  ', '.join(f'{name} {total / GIB:.1f}' for name, total in alone.items()) + ' GiB)')
   return estimate, available, (
       f'This run needs about {estimate.describe()} at its peak, more than the '
-      f'{available / GIB:.1f} GiB it may use; {REFUSAL_MARK}. What fits: '
-      + ('; '.join(fits) if fits else 'nothing of these settings: a larger machine') + '.')
+      f'{available / GIB:.1f} GiB it may use; {REFUSAL_MARK}. What fits: ' +
+      ('; '.join(fits) if fits else 'nothing of these settings: a larger machine') + '.')

@@ -31,7 +31,9 @@ def validate_sampler(kind: str, num_clients: int, clients_per_round: int) -> Non
                      f'clients), got {clients_per_round}.')
 
 
-def build_client_sampler(client_ids: Sequence[str], clients_per_round: int, seed: int,
+def build_client_sampler(client_ids: Sequence[str],
+                         clients_per_round: int,
+                         seed: int,
                          kind: str = 'uniform') -> Sampler:
   """`round_num -> list of client ids` (see the module docstring).
 
@@ -49,8 +51,7 @@ def build_client_sampler(client_ids: Sequence[str], clients_per_round: int, seed
   if clients_per_round == len(client_ids):
     return lambda round_num: list(client_ids)
   if kind == 'uniform':
-    sample = tff.simulation.build_uniform_sampling_fn(client_ids, replace=False,
-                                                      random_seed=seed)
+    sample = tff.simulation.build_uniform_sampling_fn(client_ids, replace=False, random_seed=seed)
     return lambda round_num: sample(round_num, clients_per_round)
   return _PythonRandomStream(client_ids, clients_per_round, seed)
 
@@ -69,6 +70,5 @@ class _PythonRandomStream:
     if round_num < 0:
       raise ValueError(f'round_num must be >= 0, got {round_num}.')
     while len(self._rounds) <= round_num:
-      self._rounds.append(self._rng.sample(range(len(self._client_ids)),
-                                           self._clients_per_round))
+      self._rounds.append(self._rng.sample(range(len(self._client_ids)), self._clients_per_round))
     return [self._client_ids[i] for i in self._rounds[round_num]]

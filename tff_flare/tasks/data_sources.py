@@ -51,10 +51,13 @@ DEFAULT_CACHE_DIR = pathlib.Path.home() / '.cache' / 'tff_flare'
 # The data directory a local source reads when no file is named: `data/` where the program
 # runs (the repository's root); `python -m experiments.get_data` fills it with these files.
 DEFAULT_DATA_DIR = 'data'
-DATA_FILES = {('mnist', 'npz'): 'mnist.npz', ('cifar10', 'npz'): 'cifar10.npz',
-              ('cifar100', 'npz'): 'cifar100.npz',
-              ('cifar10', 'imagefolder'): 'cifar10_imagefolder.tar.gz',
-              ('shakespeare', 'text'): 'tinyshakespeare.txt'}
+DATA_FILES = {
+    ('mnist', 'npz'): 'mnist.npz',
+    ('cifar10', 'npz'): 'cifar10.npz',
+    ('cifar100', 'npz'): 'cifar100.npz',
+    ('cifar10', 'imagefolder'): 'cifar10_imagefolder.tar.gz',
+    ('shakespeare', 'text'): 'tinyshakespeare.txt'
+}
 
 
 def default_path(name: str, source: str, data_dir: str | None = None) -> str | None:
@@ -80,7 +83,10 @@ def _reads(source: str, path: pathlib.Path) -> bool:
   return source == 'text' and not path.is_dir()
 
 
-def choose_source(name: str, source: str | None, data_dir: str | None, default: str,
+def choose_source(name: str,
+                  source: str | None,
+                  data_dir: str | None,
+                  default: str,
                   data_path: str | None = None) -> str:
   """The source to read data set `name` from: `source` when given; else the source that
   reads `data_path` (a `.npz`: npz; a folder or a `.tar.gz`: imagefolder; Shakespeare: a file
@@ -92,8 +98,9 @@ def choose_source(name: str, source: str | None, data_dir: str | None, default: 
     DataSourceError: a `data_path` that no source of `name` reads, or given beside a source
       that does not read one (it would be ignored).
   """
-  readers = [s for s in PATH_SOURCES
-             if s in (TEXT_SOURCES if name == 'shakespeare' else IMAGE_SOURCES)]
+  readers = [
+      s for s in PATH_SOURCES if s in (TEXT_SOURCES if name == 'shakespeare' else IMAGE_SOURCES)
+  ]
   if data_path is not None and source is None:
     for candidate in readers:
       if _reads(candidate, pathlib.Path(data_path)):
@@ -152,6 +159,7 @@ def fingerprint_datasets(named: Iterable[tuple[str, tf.data.Dataset]]) -> str:
   Raises:
     DataSourceError: a floating-point value that is NaN or infinite (naming the dataset).
   """
+
   def update(digest, name: str, dataset: tf.data.Dataset) -> bool:
     seen = False
     for element in dataset.as_numpy_iterator():
@@ -201,7 +209,9 @@ def fingerprint(*parts: np.ndarray | bytes) -> str:
   return digest.hexdigest()
 
 
-def load_images(name: str, source: str = 'keras', path: str | None = None,
+def load_images(name: str,
+                source: str = 'keras',
+                path: str | None = None,
                 data_dir: str | None = None) -> ImageArrays:
   """Loads an image data set from `source` (see the module docstring).
 
@@ -260,7 +270,8 @@ def _load_keras(name: str) -> ImageArrays:
         "MNIST) or --source=imagefolder.") from e
   if x_train.ndim == 3:  # MNIST: [N, 28, 28] without the channel axis.
     x_train, x_test = x_train[..., None], x_test[..., None]
-  return ImageArrays(x_train, y_train.reshape(-1).astype(np.int64), x_test,
+  return ImageArrays(x_train,
+                     y_train.reshape(-1).astype(np.int64), x_test,
                      y_test.reshape(-1).astype(np.int64))
 
 
@@ -344,7 +355,7 @@ def _load_imagefolder(path: pathlib.Path) -> ImageArrays:
       files.check_file(cache)
       return _load_npz(cache)
     except (DataSourceError, files.NotAFileError):  # Damaged (a disk filled while it was
-      cache.unlink(missing_ok=True)                 # written?), or not a file: built again.
+      cache.unlink(missing_ok=True)  # written?), or not a file: built again.
   if path.is_dir():
     arrays = _read_imagefolder(path)
   else:
@@ -359,7 +370,10 @@ def _load_imagefolder(path: pathlib.Path) -> ImageArrays:
       raise DataSourceError(f'{path} is not a readable .tar.gz of an image folder: {e}') from e
   cache.parent.mkdir(parents=True, exist_ok=True)
   tmp_cache = cache.with_suffix('.tmp.npz')
-  np.savez(tmp_cache, x_train=arrays.x_train, y_train=arrays.y_train, x_test=arrays.x_test,
+  np.savez(tmp_cache,
+           x_train=arrays.x_train,
+           y_train=arrays.y_train,
+           x_test=arrays.x_test,
            y_test=arrays.y_test)
   os.replace(tmp_cache, cache)
   return arrays
@@ -419,8 +433,9 @@ def _decode_images(files: list[str], directory: pathlib.Path) -> np.ndarray:
   try:
     return np.stack(list(dataset.as_numpy_iterator()))
   except (tf.errors.OpError, ValueError) as e:
-    raise DataSourceError(_first_bad_image(files) or f'Could not decode the images under '
-                          f'{directory}: {_one_line(e)}') from e
+    raise DataSourceError(
+        _first_bad_image(files) or f'Could not decode the images under '
+        f'{directory}: {_one_line(e)}') from e
 
 
 def _first_bad_image(files: list[str]) -> str | None:
@@ -438,8 +453,7 @@ def _first_bad_image(files: list[str]) -> str | None:
   return None
 
 
-def _check_images(arrays: ImageArrays, shape: tuple[int, ...], num_classes: int,
-                  what: str) -> None:
+def _check_images(arrays: ImageArrays, shape: tuple[int, ...], num_classes: int, what: str) -> None:
   """Shapes, dtypes, finite pixels in [0, 255] (not all in (0, 1]: scaled already) and labels in
   [0, num_classes), per split."""
   for split in ('train', 'test'):
@@ -478,8 +492,9 @@ def _check_images(arrays: ImageArrays, shape: tuple[int, ...], num_classes: int,
 _SPEAKER_LINE = re.compile(r"^([A-Z][A-Za-z' ,.&-]*[A-Za-z.]):\s*$")
 
 
-def split_play_by_speaker(text: str, test_fraction: float = 0.2
-                          ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+def split_play_by_speaker(text: str,
+                          test_fraction: float = 0.2
+                         ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
   """Splits a play into speech turns grouped by speaker, then into train and test turns.
 
   A turn starts with a line `NAME:` and runs to the next blank line; its text is the speech
@@ -513,10 +528,11 @@ def split_play_by_speaker(text: str, test_fraction: float = 0.2
   return train, test
 
 
-def load_shakespeare(source: str = 'tff', path: str | None = None,
-                     data_dir: str | None = None
-                     ) -> tuple[tff.simulation.datasets.ClientData,
-                                tff.simulation.datasets.ClientData]:
+def load_shakespeare(
+    source: str = 'tff',
+    path: str | None = None,
+    data_dir: str | None = None
+) -> tuple[tff.simulation.datasets.ClientData, tff.simulation.datasets.ClientData]:
   """(train, test) `ClientData` of `OrderedDict(snippets=tf.string)`, one client per role.
 
   Args:
@@ -546,7 +562,8 @@ def load_shakespeare(source: str = 'tff', path: str | None = None,
   def client_data(turns):
     return tff.simulation.datasets.TestClientData({
         name: collections.OrderedDict(snippets=[s.encode() for s in speeches])
-        for name, speeches in sorted(turns.items())})
+        for name, speeches in sorted(turns.items())
+    })
 
   return client_data(train), client_data(test)
 
@@ -559,7 +576,8 @@ def _read_play(path: str | None) -> str:
     raise DataSourceError(f'{file} is not a readable text file: {e}') from e
 
 
-def shakespeare_fingerprint(source: str, path: str | None = None,
+def shakespeare_fingerprint(source: str,
+                            path: str | None = None,
                             data_dir: str | None = None) -> str | None:
   """The `fingerprint` of the play `load_shakespeare` reads from the 'text' source; None for
   'tff' (TFF's loader and its cache are TFF's)."""

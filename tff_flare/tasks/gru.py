@@ -55,10 +55,12 @@ def _sequence_forward(inputs, initial_state, kernel, recurrent_kernel, bias):
     return (t + 1, new_h, previous.write(t, h), gates_z.write(t, z), gates_r.write(t, r),
             candidates.write(t, hh))
 
-  arrays = [tf.TensorArray(inputs.dtype, size=steps, element_shape=initial_state.shape)
-            for _ in range(4)]
+  arrays = [
+      tf.TensorArray(inputs.dtype, size=steps, element_shape=initial_state.shape) for _ in range(4)
+  ]
   _, final, previous, gates_z, gates_r, candidates = tf.while_loop(
-      lambda t, *_: t < steps, step, [tf.constant(0), initial_state] + arrays,
+      lambda t, *_: t < steps,
+      step, [tf.constant(0), initial_state] + arrays,
       parallel_iterations=1)
   previous, z, r, hh = (a.stack() for a in (previous, gates_z, gates_r, candidates))
   h_all = z * previous + (1.0 - z) * hh  # [T, B, H]: the outputs, as each step made them.
@@ -89,23 +91,26 @@ def _sequence_backward(d_outputs, d_final, inputs, kernel, recurrent_kernel, sav
 
   shape = previous.shape[1:]
   _, d_initial, d_zr, d_h = tf.while_loop(
-      lambda t, *_: t < steps, step,
-      [tf.constant(0), d_final,
-       tf.TensorArray(previous.dtype, size=steps, element_shape=[shape[0], 2 * units]),
-       tf.TensorArray(previous.dtype, size=steps, element_shape=shape)],
+      lambda t, *_: t < steps,
+      step, [
+          tf.constant(0), d_final,
+          tf.TensorArray(previous.dtype, size=steps, element_shape=[shape[0], 2 * units]),
+          tf.TensorArray(previous.dtype, size=steps, element_shape=shape)
+      ],
       parallel_iterations=1)
   d_zr, d_h = d_zr.stack(), d_h.stack()  # [T, B, 2H], [T, B, H]
   flat = lambda t: tf.reshape(t, [-1, t.shape[-1]])
   d_recurrent = tf.concat([
       tf.matmul(flat(previous), flat(d_zr), transpose_a=True),
-      tf.matmul(flat(r * previous), flat(d_h), transpose_a=True)], axis=1)
+      tf.matmul(flat(r * previous), flat(d_h), transpose_a=True)
+  ],
+                          axis=1)
   d_projected = tf.concat([d_zr, d_h], axis=2)  # [T, B, 3H]
   d_projected_flat = tf.reshape(tf.transpose(d_projected, [1, 0, 2]), [-1, 3 * units])
   flat_inputs = tf.reshape(inputs, [-1, inputs.shape[-1]])
   d_kernel = tf.matmul(flat_inputs, d_projected_flat, transpose_a=True)
   d_bias = tf.reduce_sum(d_projected_flat, axis=0)
-  d_inputs = tf.reshape(tf.matmul(d_projected_flat, kernel, transpose_b=True),
-                        tf.shape(inputs))
+  d_inputs = tf.reshape(tf.matmul(d_projected_flat, kernel, transpose_b=True), tf.shape(inputs))
   return d_inputs, d_initial, d_kernel, d_recurrent, d_bias
 
 
@@ -121,8 +126,7 @@ def gru_sequence(inputs, initial_state, kernel, recurrent_kernel, bias):
   Returns:
     `(outputs [B, T, H], final state [B, H])`.
   """
-  outputs, final, saved = _sequence_forward(inputs, initial_state, kernel, recurrent_kernel,
-                                            bias)
+  outputs, final, saved = _sequence_forward(inputs, initial_state, kernel, recurrent_kernel, bias)
 
   def grad(d_outputs, d_final):
     d_outputs = tf.zeros_like(outputs) if d_outputs is None else d_outputs
@@ -144,9 +148,9 @@ class GRU(tf.keras.layers.GRU):
     cell = self.cell
     return (mask is None and not cell.reset_after and cell.use_bias and
             cell.activation is tf.keras.activations.tanh and
-            cell.recurrent_activation is tf.keras.activations.sigmoid and
-            cell.dropout == 0 and cell.recurrent_dropout == 0 and
-            not self.go_backwards and not self.time_major and not self.unroll)
+            cell.recurrent_activation is tf.keras.activations.sigmoid and cell.dropout == 0 and
+            cell.recurrent_dropout == 0 and not self.go_backwards and not self.time_major and
+            not self.unroll)
 
   def call(self, inputs, mask=None, training=None, initial_state=None) -> Any:
     if isinstance(inputs, tf.RaggedTensor) or not self._takes_whole_sequences(mask, training):
@@ -156,7 +160,6 @@ class GRU(tf.keras.layers.GRU):
     outputs, final = gru_sequence(inputs, initial_state[0], cell.kernel, cell.recurrent_kernel,
                                   cell.bias)
     if self.stateful:
-      self.add_update([tf.compat.v1.assign(self.states[0],
-                                           tf.cast(final, self.states[0].dtype))])
+      self.add_update([tf.compat.v1.assign(self.states[0], tf.cast(final, self.states[0].dtype))])
     output = outputs if self.return_sequences else final
     return [output, final] if self.return_state else output

@@ -51,36 +51,41 @@ def _mnist_cnn(seed, double_softmax=True):
 FIXED_CNN_LEARNING_RATE = 0.215
 
 IMAGE_TASKS = {
-    'mnist_fc': ImageTaskSpec('mnist', lambda seed: models.mnist_fc(seed=seed), (784,), 100,
-                               10, 600, 0.001, 0.99, 1),
-    'mnist_cnn': ImageTaskSpec('mnist', _mnist_cnn, (28, 28, 1), 100, 10, 600, 0.215, 0.99, 1),
+    'mnist_fc':
+        ImageTaskSpec('mnist', lambda seed: models.mnist_fc(seed=seed), (784,), 100, 10, 600, 0.001,
+                      0.99, 1),
+    'mnist_cnn':
+        ImageTaskSpec('mnist', _mnist_cnn, (28, 28, 1), 100, 10, 600, 0.215, 0.99, 1),
     # Ours: a convex model for the sparsity-scaling study (10 IID clients of 6,000 images).
-    'mnist_logreg': ImageTaskSpec('mnist', models.mnist_logreg, (784,), 10, 10, 600, 0.1, 0.0,
-                                  1, 'iid'),
-    'cifar10_masking_cnn': ImageTaskSpec('cifar10', lambda seed: models.masking_cnn(seed or 0),
-                                          (32, 32, 3), 100, 100, 32, 0.05, 0.0, 'all', 'iid'),
+    'mnist_logreg':
+        ImageTaskSpec('mnist', models.mnist_logreg, (784,), 10, 10, 600, 0.1, 0.0, 1, 'iid'),
+    'cifar10_masking_cnn':
+        ImageTaskSpec('cifar10', lambda seed: models.masking_cnn(seed or 0), (32, 32, 3), 100, 100,
+                      32, 0.05, 0.0, 'all', 'iid'),
 }
 # Tasks whose model has the authors' double softmax (`--nodouble_softmax` fixes it).
 DOUBLE_SOFTMAX_TASKS = ('mnist_cnn',)
 for _depth in (11, 16, 19):
-  IMAGE_TASKS[f'cifar10_vgg{_depth}'] = ImageTaskSpec(
-      'cifar10', _vgg(_depth, 10), (32, 32, 3), 4, 4, 500, 0.002, 0.99, 5)
-  IMAGE_TASKS[f'cifar100_vgg{_depth}'] = ImageTaskSpec(
-      'cifar100', _vgg(_depth, 100), (32, 32, 3), 4, 4, 500, 0.01, 0.99, 5)
+  IMAGE_TASKS[f'cifar10_vgg{_depth}'] = ImageTaskSpec('cifar10', _vgg(_depth, 10), (32, 32, 3), 4,
+                                                      4, 500, 0.002, 0.99, 5)
+  IMAGE_TASKS[f'cifar100_vgg{_depth}'] = ImageTaskSpec('cifar100', _vgg(_depth, 100), (32, 32, 3),
+                                                       4, 4, 500, 0.01, 0.99, 5)
 
 
 def build_image_task(name: str, o: task_lib.TaskOptions) -> task_lib.Task:
   """An image task of `IMAGE_TASKS`: the images split over clients, a Keras model."""
   spec = IMAGE_TASKS[name]
-  source = data_sources.choose_source(spec.dataset, o.source, o.data_dir, 'keras',
-                                       o.data_path)
+  source = data_sources.choose_source(spec.dataset, o.source, o.data_dir, 'keras', o.data_path)
   arrays = data_sources.load_images(spec.dataset, source, o.data_path, o.data_dir)
   total_clients = o.total_clients or spec.total_clients
   num_clients = o.num_clients or min(spec.num_clients, total_clients)
   if num_clients > total_clients:
     raise ValueError(f'num_clients ({num_clients}) exceeds total_clients ({total_clients}).')
-  parts = partitions.build(o.partition or spec.partition, arrays.y_train, total_clients,
-                           seed=o.seed, **o.partition_options())[:num_clients]
+  parts = partitions.build(o.partition or spec.partition,
+                           arrays.y_train,
+                           total_clients,
+                           seed=o.seed,
+                           **o.partition_options())[:num_clients]
   # Only the clients in use are kept; their indices are renumbered 0..n-1. Pixels stay uint8
   # in the datasets (TFF serializes a client's dataset with its data, up to 100 MB) and are
   # scaled per batch.
@@ -88,8 +93,10 @@ def build_image_task(name: str, o: task_lib.TaskOptions) -> task_lib.Task:
   x = arrays.x_train[used].reshape((-1,) + spec.feature_shape)
   y = arrays.y_train[used].astype(np.int32).reshape(-1, 1)
   ends = np.cumsum([len(p) for p in parts])
-  examples = partitions.to_client_data(
-      {'x': x, 'y': y}, [np.arange(end - len(p), end) for p, end in zip(parts, ends)])
+  examples = partitions.to_client_data({
+      'x': x,
+      'y': y
+  }, [np.arange(end - len(p), end) for p, end in zip(parts, ends)])
   batch = spec.batch_size if o.batch_size is None else o.batch_size
   round_train_data = None
   if o.local_steps is not None:  # A capped stream, reshuffled every round.
@@ -104,18 +111,26 @@ def build_image_task(name: str, o: task_lib.TaskOptions) -> task_lib.Task:
   else:
     x_eval = arrays.x_test.reshape((-1,) + spec.feature_shape)
     y_eval = arrays.y_test.astype(np.int32).reshape(-1, 1)
-  test = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-      x=x_eval, y=y_eval)).batch(max(batch, 500)).map(scale_batch)
+  test = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(x=x_eval, y=y_eval)).batch(
+      max(batch, 500)).map(scale_batch)
   learning_rate = spec.learning_rate
   if o.double_softmax is None or o.double_softmax:
     keras_builder = lambda: spec.model(o.model_seed)
   else:
     keras_builder = lambda: spec.model(o.model_seed, double_softmax=False)
     learning_rate = FIXED_CNN_LEARNING_RATE
-  return task_lib.Task(name, models.tff_model_fn(keras_builder, spec.feature_shape), train, test, dict(
-      learning_rate=learning_rate, momentum=spec.momentum, reg_steps=spec.reg_steps,
-      batch_size=batch, total_clients=total_clients, num_clients=num_clients),
-      round_train_data=round_train_data, data_fingerprint=arrays.fingerprint)
+  return task_lib.Task(name,
+                       models.tff_model_fn(keras_builder, spec.feature_shape),
+                       train,
+                       test,
+                       dict(learning_rate=learning_rate,
+                            momentum=spec.momentum,
+                            reg_steps=spec.reg_steps,
+                            batch_size=batch,
+                            total_clients=total_clients,
+                            num_clients=num_clients),
+                       round_train_data=round_train_data,
+                       data_fingerprint=arrays.fingerprint)
 
 
 def scale_pixels(x: np.ndarray, feature_shape: tuple[int, ...]) -> np.ndarray:

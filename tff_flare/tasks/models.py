@@ -45,7 +45,8 @@ from tff_flare.tasks import gru
 KerasBuilder = Callable[[], tf.keras.Model]
 
 
-def mnist_cnn(kernel_seeds: str = 'shared', double_softmax: bool = True,
+def mnist_cnn(kernel_seeds: str = 'shared',
+              double_softmax: bool = True,
               seed: int = 0) -> tf.keras.Model:
   """The authors' MNIST CNN; input [B, 28, 28, 1] in [0, 1].
 
@@ -84,12 +85,13 @@ def mnist_fc(width: int = 4069, seed=None) -> tf.keras.Model:
       with seed + i.
   """
   layers = tf.keras.layers
-  return tf.keras.Sequential(
-      [layers.Input(shape=(784,))] +
-      [layers.Dense(width, kernel_initializer=_kernel_initializer('GlorotNormal', seed, i))
-       for i in range(3)] +
-      [layers.Dense(10, kernel_initializer=_kernel_initializer('GlorotNormal', seed, 3)),
-       layers.Softmax()])
+  return tf.keras.Sequential([layers.Input(shape=(784,))] + [
+      layers.Dense(width, kernel_initializer=_kernel_initializer('GlorotNormal', seed, i))
+      for i in range(3)
+  ] + [
+      layers.Dense(10, kernel_initializer=_kernel_initializer('GlorotNormal', seed, 3)),
+      layers.Softmax()
+  ])
 
 
 VGG_BLOCKS = {
@@ -102,8 +104,12 @@ VGG_BLOCKS = {
 
 def _kernel_initializer(kind: str, seed, index: int):
   """`kind` initializer, unseeded when `seed` is None, else seeded with `seed + index`."""
-  return tf.keras.initializers.get(
-      {'class_name': kind, 'config': {'seed': None if seed is None else seed + index}})
+  return tf.keras.initializers.get({
+      'class_name': kind,
+      'config': {
+          'seed': None if seed is None else seed + index
+      }
+  })
 
 
 def mnist_logreg(seed=None) -> tf.keras.Model:
@@ -124,8 +130,7 @@ def mnist_logreg(seed=None) -> tf.keras.Model:
   ])
 
 
-def vgg(depth: int, num_classes: int = 10, seed=None, width_divisor: int = 1
-        ) -> tf.keras.Model:
+def vgg(depth: int, num_classes: int = 10, seed=None, width_divisor: int = 1) -> tf.keras.Model:
   """VGG11/16/19 of the authors; input [B, 32, 32, 3] in [0, 1].
 
   Args:
@@ -144,19 +149,27 @@ def vgg(depth: int, num_classes: int = 10, seed=None, width_divisor: int = 1
   for block in blocks:
     for i, filters in enumerate(block):
       last = i == len(block) - 1
-      stack.append(layers.Conv2D(
-          filters // width_divisor, 3, padding='same', activation='relu' if relu_every_conv or last else None,
-          kernel_initializer=_kernel_initializer('GlorotUniform', seed, index)))
+      stack.append(
+          layers.Conv2D(filters // width_divisor,
+                        3,
+                        padding='same',
+                        activation='relu' if relu_every_conv or last else None,
+                        kernel_initializer=_kernel_initializer('GlorotUniform', seed, index)))
       index += 1
     stack.append(layers.MaxPool2D(2))
   stack.append(layers.Flatten())
   for _ in range(2):
-    stack += [layers.Dense(4096 // width_divisor, activation='relu',
-                           kernel_initializer=_kernel_initializer('GlorotUniform', seed, index)),
-              layers.Dropout(0.5)]
+    stack += [
+        layers.Dense(4096 // width_divisor,
+                     activation='relu',
+                     kernel_initializer=_kernel_initializer('GlorotUniform', seed, index)),
+        layers.Dropout(0.5)
+    ]
     index += 1
-  stack.append(layers.Dense(num_classes, activation='softmax',
-                            kernel_initializer=_kernel_initializer('GlorotUniform', seed, index)))
+  stack.append(
+      layers.Dense(num_classes,
+                   activation='softmax',
+                   kernel_initializer=_kernel_initializer('GlorotUniform', seed, index)))
   return tf.keras.Sequential(stack)
 
 
@@ -165,7 +178,8 @@ SHAKESPEARE_BATCH = 8
 SHAKESPEARE_SEQUENCE = 100
 
 
-def shakespeare_gru(seed=None, units: int = 1024,
+def shakespeare_gru(seed=None,
+                    units: int = 1024,
                     layer: type[tf.keras.layers.GRU] = gru.GRU) -> tf.keras.Model:
   """The authors' char-GRU; input int64 [8, 100] character ids, output [8, 100, 86] logits.
 
@@ -180,10 +194,13 @@ def shakespeare_gru(seed=None, units: int = 1024,
   return tf.keras.Sequential([
       layers.Input(batch_shape=(SHAKESPEARE_BATCH, SHAKESPEARE_SEQUENCE), dtype=tf.int64),
       layers.Embedding(SHAKESPEARE_VOCAB_SIZE, 256, embeddings_initializer=embedding_init),
-      layer(units, return_sequences=True, stateful=True, reset_after=False,
-                 implementation=1,
-                 kernel_initializer=_kernel_initializer('GlorotUniform', seed, 1),
-                 recurrent_initializer=_kernel_initializer('GlorotUniform', seed, 2)),
+      layer(units,
+            return_sequences=True,
+            stateful=True,
+            reset_after=False,
+            implementation=1,
+            kernel_initializer=_kernel_initializer('GlorotUniform', seed, 1),
+            recurrent_initializer=_kernel_initializer('GlorotUniform', seed, 2)),
       layers.Dense(SHAKESPEARE_VOCAB_SIZE,
                    kernel_initializer=_kernel_initializer('GlorotUniform', seed, 3)),
   ])
@@ -211,7 +228,8 @@ def digits_mlp(seed: int = 0) -> tf.keras.Model:
   layers = tf.keras.layers
   return tf.keras.Sequential([
       layers.Input(shape=(64,)),
-      layers.Dense(128, activation='relu',
+      layers.Dense(128,
+                   activation='relu',
                    kernel_initializer=tf.keras.initializers.GlorotNormal(seed=seed)),
       layers.Dense(10, kernel_initializer=tf.keras.initializers.GlorotNormal(seed=seed + 1)),
       layers.Softmax(),
@@ -220,13 +238,11 @@ def digits_mlp(seed: int = 0) -> tf.keras.Model:
 
 def input_spec(feature_shape: tuple[int, ...]) -> collections.OrderedDict:
   """Batches of `OrderedDict(x=float32[B, *feature_shape], y=int32[B, 1])`."""
-  return collections.OrderedDict(
-      x=tf.TensorSpec([None, *feature_shape], tf.float32),
-      y=tf.TensorSpec([None, 1], tf.int32))
+  return collections.OrderedDict(x=tf.TensorSpec([None, *feature_shape], tf.float32),
+                                 y=tf.TensorSpec([None, 1], tf.int32))
 
 
-def shakespeare_model_fn(seed=None, units: int = 1024,
-                         layer: type[tf.keras.layers.GRU] = gru.GRU):
+def shakespeare_model_fn(seed=None, units: int = 1024, layer: type[tf.keras.layers.GRU] = gru.GRU):
   """A `model_fn` for the GRU: cross-entropy from logits and per-character accuracy."""
 
   def model_fn() -> tff.learning.models.VariableModel:

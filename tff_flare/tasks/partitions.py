@@ -33,8 +33,7 @@ def _check_clients(num_examples: int, num_clients: int) -> None:
                      f'got {num_clients}.')
 
 
-def contiguous(num_examples: int, num_clients: int, size: int | None = None
-               ) -> list[np.ndarray]:
+def contiguous(num_examples: int, num_clients: int, size: int | None = None) -> list[np.ndarray]:
   """Client i: `[i * size, (i + 1) * size)`; `size` defaults to `num_examples // num_clients`."""
   _check_clients(num_examples, num_clients)
   size = num_examples // num_clients if size is None else size
@@ -51,7 +50,10 @@ def iid(num_examples: int, num_clients: int, seed: int) -> list[np.ndarray]:
   return [np.sort(part) for part in np.array_split(order, num_clients)]
 
 
-def dirichlet(labels: np.ndarray, num_clients: int, alpha: float, seed: int,
+def dirichlet(labels: np.ndarray,
+              num_clients: int,
+              alpha: float,
+              seed: int,
               min_size: int = 1) -> list[np.ndarray]:
   """Label skew: each class split over clients with `Dirichlet(alpha)` proportions.
 
@@ -77,13 +79,12 @@ def dirichlet(labels: np.ndarray, num_clients: int, alpha: float, seed: int,
                    f'with alpha={alpha}; use fewer clients or a larger alpha.')
 
 
-def quantity_skew(num_examples: int, num_clients: int, ratio: float, seed: int
-                  ) -> list[np.ndarray]:
+def quantity_skew(num_examples: int, num_clients: int, ratio: float, seed: int) -> list[np.ndarray]:
   """Sizes `s_i ~ ratio ** (i / (K - 1))` (largest / smallest = `ratio`), shuffled data."""
   _check_clients(num_examples, num_clients)
   if ratio < 1:
     raise ValueError(f'ratio (largest / smallest client) must be >= 1, got {ratio}.')
-  weights = ratio ** (np.arange(num_clients) / max(num_clients - 1, 1))
+  weights = ratio**(np.arange(num_clients) / max(num_clients - 1, 1))
   smallest = num_examples // weights.sum()
   sizes = np.round(smallest * weights).astype(int)
   while sizes.sum() > num_examples:  # Rounding up can overshoot by a few examples.
@@ -101,8 +102,11 @@ def _cut(order: np.ndarray, sizes: np.ndarray) -> list[np.ndarray]:
   return [np.sort(order[end - size:end]) for size, end in zip(sizes, ends)]
 
 
-def class_imbalance(labels: np.ndarray, num_clients: int, dominant_fraction: float,
-                    seed: int, size: int | None = None) -> list[np.ndarray]:
+def class_imbalance(labels: np.ndarray,
+                    num_clients: int,
+                    dominant_fraction: float,
+                    seed: int,
+                    size: int | None = None) -> list[np.ndarray]:
   """Client i: `dominant_fraction` of its `size` examples from class `i mod C`, rest uniform."""
   labels = np.asarray(labels).reshape(-1)
   _check_clients(len(labels), num_clients)
@@ -127,8 +131,14 @@ def class_imbalance(labels: np.ndarray, num_clients: int, dominant_fraction: flo
   return parts
 
 
-def build(kind: str, labels: np.ndarray, num_clients: int, *, seed: int = 0,
-          alpha: float = 1.0, ratio: float = 100.0, dominant_fraction: float = 0.8,
+def build(kind: str,
+          labels: np.ndarray,
+          num_clients: int,
+          *,
+          seed: int = 0,
+          alpha: float = 1.0,
+          ratio: float = 100.0,
+          dominant_fraction: float = 0.8,
           size: int | None = None) -> list[np.ndarray]:
   """Dispatches to the partition `kind` (one of `PARTITIONS`)."""
   labels = np.asarray(labels).reshape(-1)
@@ -145,9 +155,11 @@ def build(kind: str, labels: np.ndarray, num_clients: int, *, seed: int = 0,
   raise ValueError(f'Unknown partition {kind!r}; known: {list(PARTITIONS)}.')
 
 
-def to_client_data(arrays: dict[str, np.ndarray], partition: Sequence[np.ndarray]
-                   ) -> tff.simulation.datasets.ClientData:
+def to_client_data(arrays: dict[str, np.ndarray],
+                   partition: Sequence[np.ndarray]) -> tff.simulation.datasets.ClientData:
   """`ClientData` whose client `client_i` holds `{key: array[partition[i]]}` for every key."""
-  return tff.simulation.datasets.TestClientData(collections.OrderedDict(
-      (f'client_{i}', collections.OrderedDict((k, v[idx]) for k, v in arrays.items()))
-      for i, idx in enumerate(partition)))
+  return tff.simulation.datasets.TestClientData(
+      collections.OrderedDict(
+          (f'client_{i}', collections.OrderedDict((k, v[idx])
+                                                  for k, v in arrays.items()))
+          for i, idx in enumerate(partition)))

@@ -54,8 +54,7 @@ EVAL_DATA = ('test', 'train')
 
 # What every task takes, and what some do (`TaskSpec.options`).
 COMMON_OPTIONS = ('num_clients', 'epochs', 'local_steps', 'seed', 'model_seed')
-_PARTITIONED = ('total_clients', 'partition', 'alpha', 'ratio', 'dominant_fraction',
-                'batch_size')
+_PARTITIONED = ('total_clients', 'partition', 'alpha', 'ratio', 'dominant_fraction', 'batch_size')
 _LOCAL_FILES = ('source', 'data_path', 'data_dir')
 _IMAGE_ONLY = ('eval_data',)
 # The options `check_options` sees when set (not None); the others have a value always.
@@ -103,8 +102,8 @@ def check_options(name: str, given: dict) -> None:
     raise ValueError(f'{name} does not take {", ".join(ignored)} (it takes '
                      f'{", ".join(sorted(spec.options + COMMON_OPTIONS))}).')
   partition = given.get('partition')
-  for option, needs in (('alpha', 'dirichlet'), ('ratio', 'quantity_skew'),
-                        ('dominant_fraction', 'class_imbalance')):
+  for option, needs in (('alpha', 'dirichlet'), ('ratio', 'quantity_skew'), ('dominant_fraction',
+                                                                             'class_imbalance')):
     if option in given and partition != needs:
       raise ValueError(f'{option} applies to partition={needs} only (partition is '
                        f'{partition or "the task default"}).')
@@ -119,8 +118,8 @@ def check_local_steps(local_steps: int | None, epochs: int) -> None:
   if local_steps is None:
     return
   limit = task_lib.MAX_LOCAL_STEPS
-  if isinstance(local_steps, bool) or not isinstance(local_steps, int) or not (
-      1 <= local_steps <= limit):
+  if isinstance(local_steps,
+                bool) or not isinstance(local_steps, int) or not (1 <= local_steps <= limit):
     raise ValueError(f'local_steps must be an int in [1, {limit}] (or unset: every batch), got '
                      f'{local_steps!r}.')
   if epochs != 1:
@@ -163,7 +162,10 @@ def _digits_task(name: str, o: TaskOptions) -> Task:
   total_clients = o.total_clients or num_clients
   if num_clients > total_clients:
     raise ValueError(f'num_clients ({num_clients}) exceeds total_clients ({total_clients}).')
-  parts = partitions.build(o.partition or 'contiguous', y_train, total_clients, seed=o.seed,
+  parts = partitions.build(o.partition or 'contiguous',
+                           y_train,
+                           total_clients,
+                           seed=o.seed,
                            **o.partition_options())[:num_clients]
   batch_size = 0 if o.batch_size is None else o.batch_size
   examples = partitions.to_client_data({'x': x_train, 'y': y_train}, parts)
@@ -174,13 +176,20 @@ def _digits_task(name: str, o: TaskOptions) -> Task:
     train = round_train_data(0)
   else:
     train = examples.preprocess(lambda d: batch_client(d, batch_size, o.epochs))
-  test = tf.data.Dataset.from_tensor_slices(
-      collections.OrderedDict(x=x_test, y=y_test)).batch(500)
+  test = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(x=x_test, y=y_test)).batch(500)
   model_seed = o.seed if o.model_seed is None else o.model_seed
   model_fn = models.tff_model_fn(lambda: models.digits_mlp(model_seed), digits.FEATURE_SHAPE)
-  return Task(name, model_fn, train, test, dict(
-      learning_rate=0.5, momentum=0.0, reg_steps=1, batch_size=batch_size,
-      total_clients=total_clients, num_clients=num_clients), round_train_data=round_train_data)
+  return Task(name,
+              model_fn,
+              train,
+              test,
+              dict(learning_rate=0.5,
+                   momentum=0.0,
+                   reg_steps=1,
+                   batch_size=batch_size,
+                   total_clients=total_clients,
+                   num_clients=num_clients),
+              round_train_data=round_train_data)
 
 
 def _shakespeare_task(name: str, o: TaskOptions) -> Task:
@@ -188,8 +197,7 @@ def _shakespeare_task(name: str, o: TaskOptions) -> Task:
   if o.text_evaluation not in TEXT_EVALUATIONS:
     raise ValueError(f'Unknown text_evaluation {o.text_evaluation!r}; known: '
                      f'{", ".join(TEXT_EVALUATIONS)}.')
-  source = data_sources.choose_source('shakespeare', o.source, o.data_dir, 'tff',
-                                       o.data_path)
+  source = data_sources.choose_source('shakespeare', o.source, o.data_dir, 'tff', o.data_path)
   train, test = data_sources.load_shakespeare(source, o.data_path, o.data_dir)
   asked = o.num_clients or 10
   chosen = text.select_clients(train, asked)
@@ -220,11 +228,17 @@ def _shakespeare_task(name: str, o: TaskOptions) -> Task:
   test_data = text.test_stream(test, seed=seed)
   if o.text_evaluation == 'authors':
     test_data = test_data.take(text.AUTHORS_EVALUATION_BATCHES)
-  return Task(name, models.shakespeare_model_fn(o.model_seed), round_train_data(0),
-              test_data, dict(
-                  learning_rate=0.005, momentum=0.0, reg_steps='all', batch_size=8,
-                  total_clients=len(train.client_ids), num_clients=len(chosen),
-                  is_regularized=lambda var_name: 'embedding' not in var_name),
+  return Task(name,
+              models.shakespeare_model_fn(o.model_seed),
+              round_train_data(0),
+              test_data,
+              dict(learning_rate=0.005,
+                   momentum=0.0,
+                   reg_steps='all',
+                   batch_size=8,
+                   total_clients=len(train.client_ids),
+                   num_clients=len(chosen),
+                   is_regularized=lambda var_name: 'embedding' not in var_name),
               round_train_data=round_train_data,
               data_fingerprint=data_sources.shakespeare_fingerprint(source, o.data_path,
                                                                     o.data_dir))

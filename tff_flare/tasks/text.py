@@ -43,21 +43,24 @@ def to_ids(snippet: tf.Tensor) -> tf.Tensor:
   return tf.gather(tf.constant(BYTE_TO_ID), byte_values)
 
 
-def character_batches(dataset: tf.data.Dataset, seed: int | None = None,
+def character_batches(dataset: tf.data.Dataset,
+                      seed: int | None = None,
                       batch_size: int = BATCH_SIZE) -> tf.data.Dataset:
   """A client's `snippets` dataset as batches of `OrderedDict(x=int64[8,100], y=...)`."""
   ids = dataset.map(lambda e: to_ids(e['snippets'])).unbatch()
   chunks = ids.batch(SEQUENCE_LENGTH + 1, drop_remainder=True)
   chunks = chunks.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
-  return chunks.batch(batch_size, drop_remainder=True).map(
-      lambda c: collections.OrderedDict(x=c[:, :-1], y=c[:, 1:]))
+  return chunks.batch(
+      batch_size,
+      drop_remainder=True).map(lambda c: collections.OrderedDict(x=c[:, :-1], y=c[:, 1:]))
 
 
 def count_batches(dataset: tf.data.Dataset) -> int:
   return int(dataset.reduce(np.int64(0), lambda n, _: n + 1))
 
 
-def select_clients(train: tff.simulation.datasets.ClientData, num_clients: int,
+def select_clients(train: tff.simulation.datasets.ClientData,
+                   num_clients: int,
                    min_batches: int = 30) -> list[str]:
   """The first `num_clients` client ids, in sorted order, with more than `min_batches`."""
   chosen = []
@@ -69,11 +72,14 @@ def select_clients(train: tff.simulation.datasets.ClientData, num_clients: int,
   return chosen
 
 
-def test_stream(test: tff.simulation.datasets.ClientData, max_batches_per_client: int = 200,
+def test_stream(test: tff.simulation.datasets.ClientData,
+                max_batches_per_client: int = 200,
                 seed: int | None = None) -> tf.data.Dataset:
   """Every test client's batches (up to `max_batches_per_client`), in sorted client order."""
-  streams = [character_batches(test.create_tf_dataset_for_client(cid), seed).take(
-      max_batches_per_client) for cid in sorted(test.client_ids)]
+  streams = [
+      character_batches(test.create_tf_dataset_for_client(cid), seed).take(max_batches_per_client)
+      for cid in sorted(test.client_ids)
+  ]
   stream = streams[0]
   for s in streams[1:]:
     stream = stream.concatenate(s)
