@@ -90,16 +90,19 @@ class ChooseSourceTest(tf.test.TestCase):
     folder = pathlib.Path(self.get_temp_dir()) / 'named'
     folder.mkdir()
     choose = data_sources.choose_source
-    self.assertEqual(choose('mnist', None, str(folder), 'keras'), 'keras')  # No file there.
+    with self.assertRaisesRegex(
+        data_sources.DataSourceError, r'named holds no file of mnist '
+        r'\(mnist.npz\): python -m experiments.get_data'):
+      choose('mnist', None, str(folder), 'keras')  # No file there: not a download instead.
     (folder / 'mnist.npz').write_bytes(b'')
     (folder / 'tinyshakespeare.txt').write_text(PLAY)
     self.assertEqual(choose('mnist', None, str(folder), 'keras'), 'npz')
-    self.assertEqual(choose('cifar10', None, str(folder), 'keras'), 'keras')
     self.assertEqual(choose('shakespeare', None, str(folder), 'tff'), 'text')
     self.assertEqual(choose('mnist', 'tfds', str(folder), 'keras'), 'tfds')  # Given: kept.
     self.assertEqual(choose('mnist', None, None, 'keras'), 'keras')
     os.mkfifo(folder / 'cifar10.npz')  # A pipe is not a data file: neither chosen nor read.
-    self.assertEqual(choose('cifar10', None, str(folder), 'keras'), 'keras')
+    with self.assertRaisesRegex(data_sources.DataSourceError, 'holds no file of cifar10'):
+      choose('cifar10', None, str(folder), 'keras')
     with self.assertRaisesRegex(data_sources.DataSourceError, 'neither a file nor a folder'):
       data_sources.load_images('cifar10', 'npz', str(folder / 'cifar10.npz'))
     with self.assertRaisesRegex(data_sources.DataSourceError, 'neither a file nor a folder'):
@@ -128,6 +131,11 @@ class ChooseSourceTest(tf.test.TestCase):
           data_sources.DataSourceError, f'^--data_path=x is read by npz or imagefolder, not by '
           f'--source={source}, which would ignore it\\.$'):
         choose(name, source, None, 'keras', 'x')
+    with self.assertRaisesRegex(
+        data_sources.DataSourceError, r'^--data_dir=d is not read by '
+        r'--source=keras, .*\(npz or imagefolder or tfds\)'):
+      choose('mnist', 'keras', 'd', 'keras')
+    self.assertEqual(choose('mnist', 'tfds', 'd', 'keras'), 'tfds')  # TFDS's data directory.
 
 
 class NpzSourceTest(tf.test.TestCase):

@@ -90,13 +90,14 @@ def choose_source(name: str,
                   data_path: str | None = None) -> str:
   """The source to read data set `name` from: `source` when given; else the source that
   reads `data_path` (a `.npz`: npz; a folder or a `.tar.gz`: imagefolder; Shakespeare: a file
-  text, a folder TFF's cache); else, when a data directory is named and holds a local
-  source's file of `name` (`DATA_FILES`), that source (a user who names a file or the data
-  directory expects it read, not a download); else `default`.
+  text, a folder TFF's cache); else, when a data directory is named, the local source whose
+  file of `name` it holds (`DATA_FILES`; a user who names a file or the data directory
+  expects it read, not a download: an image data set's directory without one is refused);
+  else `default`.
 
   Raises:
-    DataSourceError: a `data_path` that no source of `name` reads, or given beside a source
-      that does not read one (it would be ignored).
+    DataSourceError: a `data_path` that no source of `name` reads, or a `data_path` or
+      `data_dir` given beside a source that does not read it (it would be ignored).
   """
   readers = [
       s for s in PATH_SOURCES if s in (TEXT_SOURCES if name == 'shakespeare' else IMAGE_SOURCES)
@@ -110,12 +111,22 @@ def choose_source(name: str,
   if data_path is not None and source not in PATH_SOURCES:
     raise DataSourceError(f'--data_path={data_path} is read by {" or ".join(readers)}, not by '
                           f'--source={source}, which would ignore it.')
+  if data_dir is not None and source == 'keras':
+    raise DataSourceError(f'--data_dir={data_dir} is not read by --source=keras, which '
+                          "downloads to Keras's own cache: name a source that reads it "
+                          f'({" or ".join(readers + ["tfds"])}), or leave it out.')
   if source is not None:
     return source
   if data_dir is not None:
-    for (data_set, local_source), file in DATA_FILES.items():
-      if data_set == name and (pathlib.Path(data_dir) / file).is_file():
+    named = {s: file for (data_set, s), file in DATA_FILES.items() if data_set == name}
+    for local_source, file in named.items():
+      if (pathlib.Path(data_dir) / file).is_file():
         return local_source
+    if default == 'keras':  # The download would not read the directory named.
+      raise DataSourceError(
+          f'--data_dir={data_dir} holds no file of {name} '
+          f'({", ".join(named.values()) or "none is fetched for it"}): python -m '
+          f'experiments.get_data --data_dir={data_dir} fetches them; or name --source.')
   return default
 
 
