@@ -43,7 +43,7 @@ def objective_data(figure: spec.Figure, data_dir: str) -> tuple[np.ndarray, np.n
       for k, v in flags_of_run.items()
       if k in _DATA_OPTIONS
   }
-  task = tasks.build_task(flags_of_run['task'], eval_data='train', **options)
+  task = tasks.build_task(str(flags_of_run['task']), eval_data='train', **options)
   xs, ys = [], []
   for batch in task.test_data:
     xs.append(batch['x'].numpy().astype(np.float64))

@@ -49,8 +49,7 @@ def check_seeds_of_one_experiment(run_dirs: list[pathlib.Path]) -> None:
   repeated = sorted({str(d) for d, r in zip(run_dirs, real) if real.count(r) > 1})
   if repeated:
     raise binary.BadInput(f'{", ".join(repeated)} given twice: each seed once.')
-  recorded = [(d, run_files.config(d)) for d in run_dirs]
-  recorded = [(d, c) for d, c in recorded if c is not None]
+  recorded = [(d, c) for d in run_dirs if (c := run_files.config(d)) is not None]
   for run_dir, config in recorded[1:]:
     first_dir, first = recorded[0]
     differ = sorted(k for k in set(first) | set(config)
@@ -58,7 +57,7 @@ def check_seeds_of_one_experiment(run_dirs: list[pathlib.Path]) -> None:
     if differ:
       raise binary.BadInput(f'{run_dir} is not a seed of the experiment in {first_dir}: they '
                             f'differ in {", ".join(differ)}.')
-  seen = {}
+  seen: dict[tuple, pathlib.Path] = {}
   for run_dir, config in recorded:
     draw = (config.get('seed'), config.get('model_seed'))
     if draw in seen:

@@ -267,7 +267,7 @@ def runs_shown(figures: Sequence[spec.Figure],
       name, run_name = ref.split('/', 1)
       owner = owners.get(name)
       run = next((r for r in owner.runs if r.name == run_name), None) if owner else None
-      if run is None:
+      if owner is None or run is None:
         raise ReproduceError(f'{figure.name} reads {ref}, which no figure declares.')
       pairs.append((owner, run))
     result += [p for p in pairs if p not in result]
@@ -341,11 +341,8 @@ def _expected_peaks(runs: Sequence[tuple[spec.Figure, spec.Run]],
       peak = None
     statuses.append(RunStatus(figure, run, 0, None, peak))
   found = costs(statuses)
-  return {
-      id(s.run): int(found[(s.figure.name, s.run.name)].peak_gib * memory.GIB)
-      for s in statuses
-      if found[(s.figure.name, s.run.name)].peak_gib is not None
-  }
+  measured = {id(s.run): found[(s.figure.name, s.run.name)].peak_gib for s in statuses}
+  return {key: int(peak * memory.GIB) for key, peak in measured.items() if peak is not None}
 
 
 def _logged_estimate(log_path: pathlib.Path, start: int) -> Optional[int]:
@@ -412,7 +409,7 @@ def execute(runs: Sequence[tuple[spec.Figure, spec.Run]],
   alone: set[int] = set()  # Runs that would not fit beside others.
   running: dict[subprocess.Popen, _Running] = {}
   failed = []
-  free = list(cores[:max(1, jobs)]) if pin else [None] * max(1, jobs)
+  free: list[Optional[int]] = list(cores[:max(1, jobs)]) if pin else [None] * max(1, jobs)
   env = dict(os.environ)  # The binaries import from this repository wherever they start.
   env['PYTHONPATH'] = os.pathsep.join(filter(None, [str(ROOT), env.get('PYTHONPATH')]))
   env['PYTHONUNBUFFERED'] = '1'  # Each line in the log when written (the estimate's, say).
@@ -423,9 +420,9 @@ def execute(runs: Sequence[tuple[spec.Figure, spec.Run]],
         extra = []
         if budget is not None and running:
           reserved = [r.peak for r in running.values()]
-          if None in reserved or id(run) in alone:
+          if any(peak is None for peak in reserved) or id(run) in alone:
             break  # Until a running run's peak is known, or this one can run alone.
-          left = budget - sum(reserved)
+          left = budget - sum(peak for peak in reserved if peak is not None)
           need = peaks.get(id(run))
           if left < _SMALLEST_BUDGET or (need is not None and need > left):
             break

@@ -20,6 +20,8 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Optional, Union
 
+from tff_flare.algorithms import hyperparameters
+
 RUN_EXPERIMENT = 'experiments.run_experiment'
 RUN_MASKING = 'experiments.run_masking'
 
@@ -45,7 +47,7 @@ class Run:
   joins: Optional[str] = None
 
   def __post_init__(self):
-    if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 1:
+    if not hyperparameters.is_int(self.rounds) or self.rounds < 1:
       raise ValueError(f'{self.name}: rounds must be an int >= 1, got {self.rounds!r}.')
 
 

@@ -28,27 +28,21 @@ from tff_flare.algorithms import sparsification
 
 
 @dataclasses.dataclass(frozen=True)
-class EcParams:
+class EcParams(hyperparameters.Params):
   """EC's knobs: the paper's R and the top-k rule."""
 
   keep_percent: float = sparsification.KEEP_PERCENT.field()
   topk_rule: str = sparsification.TOPK_RULE.field()
 
-  def __post_init__(self):
-    hyperparameters.check_fields(self)
-
 
 @dataclasses.dataclass(frozen=True)
-class EcFedProxParams:
+class EcFedProxParams(hyperparameters.Params):
   """EC+FedProx's knobs: R, the top-k rule, TAU and c."""
 
   keep_percent: float = sparsification.KEEP_PERCENT.field()
   topk_rule: str = sparsification.TOPK_RULE.field()
   tau: float = schedules.TAU.field()
   tau_decay: float = schedules.TAU_DECAY.field()
-
-  def __post_init__(self):
-    hyperparameters.check_fields(self)
 
 
 def proximal_training(regularized) -> parts.LocalTraining:

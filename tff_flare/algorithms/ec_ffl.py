@@ -35,14 +35,11 @@ from tff_flare.algorithms import sparsification
 
 
 @dataclasses.dataclass(frozen=True)
-class EcFflParams:
+class EcFflParams(hyperparameters.Params):
   """EC-FFL's knobs: the base R and E it adapts."""
 
   keep_percent: float = sparsification.KEEP_PERCENT.field()
   local_epochs: int = local_training.LOCAL_EPOCHS.field()
-
-  def __post_init__(self):
-    hyperparameters.check_fields(self)
 
 
 def adaptive_schedule(keep_percent: float, local_epochs: int) -> parts.RoundSchedule:
@@ -132,7 +129,7 @@ def build_ec_ffl(
   """
   rule = sparsification.TopKRule.AUTHORS
   error_feedback.validate_compression(model_fn, keep_percent, rule)
-  if isinstance(local_epochs, bool) or not isinstance(local_epochs, int) or local_epochs < 1:
+  if not hyperparameters.is_int(local_epochs) or local_epochs < 1:
     raise ValueError(f'local_epochs (the paper\'s E) must be an int >= 1, got {local_epochs!r}.')
   # R' from the round's parameters (keep_percent=None), E' passes of the batches.
   return composer.compose(model_fn,

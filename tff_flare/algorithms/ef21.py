@@ -36,14 +36,11 @@ EF21_STATE = 'ef21_state'
 
 
 @dataclasses.dataclass(frozen=True)
-class Ef21Params:
+class Ef21Params(hyperparameters.Params):
   """EF21's knobs: the paper's R and the top-k rule (N, the population, comes from the run)."""
 
   keep_percent: float = sparsification.KEEP_PERCENT.field()
   topk_rule: str = sparsification.TOPK_RULE.field()
-
-  def __post_init__(self):
-    hyperparameters.check_fields(self)
 
 
 def zero_ef21_state(specs) -> collections.OrderedDict:
@@ -61,7 +58,7 @@ def running_mean_of_corrections(total_clients: int) -> parts.Aggregation:
   Raises:
     ValueError: unless `total_clients` is a positive int.
   """
-  if isinstance(total_clients, bool) or not isinstance(total_clients, int) or total_clients < 1:
+  if not hyperparameters.is_int(total_clients) or total_clients < 1:
     raise ValueError(f'total_clients must be a positive int, got {total_clients!r}.')
 
   def initial_state(specs):

@@ -34,7 +34,7 @@ from tff_flare.algorithms import sparsification
 
 
 @dataclasses.dataclass(frozen=True)
-class FlareParams:
+class FlareParams(hyperparameters.Params):
   """FLARE's knobs (the paper's R, TAU, c, t and p; the top-k rule), checked when built."""
 
   keep_percent: float = sparsification.KEEP_PERCENT.field()
@@ -43,9 +43,6 @@ class FlareParams:
   tau_decay: float = schedules.TAU_DECAY.field()
   mask_percentile: float = regularizers.MASK_PERCENTILE.field()
   reg_steps: Union[int, str, None] = local_training.REG_STEPS.field()
-
-  def __post_init__(self):
-    hyperparameters.check_fields(self)
 
 
 def flare_pull(*, regularized, mask_percentile, reg_steps,

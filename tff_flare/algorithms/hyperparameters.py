@@ -17,7 +17,7 @@ So a new knob is one `Knob` and one field in the Params of each algorithm that t
 import dataclasses
 from collections.abc import Callable
 import math
-from typing import Any, Optional
+from typing import Any, Optional, TypeGuard, Union
 
 import attrs
 
@@ -109,15 +109,38 @@ def check_fields(instance) -> None:
       check(value)
 
 
+class Params:
+  """The base of an algorithm's parameters: a frozen dataclass of knobs, each checked when
+  built (`check_fields`).
+
+    @dataclasses.dataclass(frozen=True)
+    class FlareParams(hyperparameters.Params):
+      keep_percent: float = sparsification.KEEP_PERCENT.field()
+  """
+
+  def __post_init__(self) -> None:
+    check_fields(self)
+
+
 def help_of(field: dataclasses.Field) -> str:
   return field.metadata.get(HELP, '')
+
+
+def is_int(value: Any) -> TypeGuard[int]:
+  """Whether `value` is a Python int and not a bool (the one test of an int setting)."""
+  return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> TypeGuard[Union[int, float]]:
+  """Whether `value` is a Python int or float and not a bool."""
+  return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def check_int(name: str, minimum: int) -> Callable[[Any], None]:
   """A check that a value is an int (not a bool) >= `minimum`."""
 
   def check(value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if not is_int(value) or value < minimum:
       raise ValueError(f'{name} must be an int >= {minimum}, got {value!r}.')
 
   return check
@@ -127,7 +150,7 @@ def check_number(name: str, minimum: float, *, inclusive: bool = True) -> Callab
   """A check that a value is a finite number >= `minimum` (> with `inclusive=False`)."""
 
   def check(value) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+    if not is_number(value) or value != value:
       raise ValueError(f'{name} must be a number, got {value!r}.')
     if value < minimum or (not inclusive and value == minimum):
       raise ValueError(f'{name} must be {">=" if inclusive else ">"} {minimum}, got {value}.')

@@ -43,7 +43,7 @@ def validate_penalized_steps(steps: Any, name: str = 'reg_steps') -> None:
   """Raises `ValueError` unless `steps` is an int >= 0 or `ALL_STEPS`."""
   if steps == ALL_STEPS and isinstance(steps, str):
     return
-  if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+  if not hyperparameters.is_int(steps) or steps < 0:
     raise ValueError(f"{name} (the paper's p) must be an int >= 0 or '{ALL_STEPS}' (every "
                      f'step), got {steps!r}.')
 

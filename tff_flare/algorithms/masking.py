@@ -54,8 +54,8 @@ APPLIED_DRAW = 0
 
 def validate_keep_probability(keep_probability: float) -> None:
   """Raises ValueError unless 0 < q <= 1."""
-  if (isinstance(keep_probability, bool) or not isinstance(keep_probability, (int, float)) or
-      not math.isfinite(keep_probability) or not 0.0 < keep_probability <= 1.0):
+  if (not hyperparameters.is_number(keep_probability) or not math.isfinite(keep_probability) or
+      not 0.0 < keep_probability <= 1.0):
     raise ValueError(f'keep probability q must be in (0, 1], got {keep_probability!r}.')
 
 
@@ -68,15 +68,12 @@ NUM_MASK_DRAWS = hyperparameters.Knob(
 
 
 @dataclasses.dataclass(frozen=True)
-class MaskingParams:
+class MaskingParams(hyperparameters.Params):
   """Update masking's knobs: q and the empirical draws (the aggregation weights p_k are the
   run's `client_weighting`)."""
 
   keep_probability: float = KEEP_PROBABILITY.field()
   num_mask_draws: int = NUM_MASK_DRAWS.field()
-
-  def __post_init__(self):
-    hyperparameters.check_fields(self)
 
 
 def client_key(client_id: str) -> int:

@@ -24,6 +24,7 @@ from typing import Optional
 import tensorflow_federated as tff
 
 from tff_flare.algorithms import composer
+from tff_flare.algorithms import hyperparameters
 
 NAMES = ('mean', 'tff_mean', 'clipping', 'zeroing', 'robust')
 # The factories that take a norm (`--aggregator_norm`).
@@ -35,8 +36,8 @@ def check(name: str, norm: Optional[float]) -> None:
   if name not in NAMES:
     raise ValueError(f'Unknown model aggregator {name!r}; known: {", ".join(NAMES)}.')
   if name in WITH_NORM:
-    if (norm is None or isinstance(norm, bool) or not isinstance(norm, (int, float)) or
-        not math.isfinite(norm) or norm <= 0):
+    if (norm is None or not hyperparameters.is_number(norm) or not math.isfinite(norm) or
+        norm <= 0):
       raise ValueError(f'model_aggregator={name} needs aggregator_norm, a finite number > 0; '
                        f'got {norm!r}.')
   elif norm is not None:

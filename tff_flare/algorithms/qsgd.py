@@ -40,13 +40,10 @@ QSGD_LEVELS = hyperparameters.Knob(4, 'qsgd_ef: quantization levels s of QSGD (>
 
 
 @dataclasses.dataclass(frozen=True)
-class QsgdParams:
+class QsgdParams(hyperparameters.Params):
   """QSGD's knob: the levels s."""
 
   qsgd_levels: int = QSGD_LEVELS.field()
-
-  def __post_init__(self):
-    hyperparameters.check_fields(self)
 
 
 def quantize(v: tf.Tensor, levels: int, seed: tf.Tensor) -> tf.Tensor:

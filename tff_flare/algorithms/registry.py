@@ -25,6 +25,7 @@ from tff_flare.algorithms import ec_ffl
 from tff_flare.algorithms import ef21
 from tff_flare.algorithms import fedavg
 from tff_flare.algorithms import flare
+from tff_flare.algorithms import hyperparameters
 from tff_flare.algorithms import masking
 from tff_flare.algorithms import model_facts
 from tff_flare.algorithms import process
@@ -33,7 +34,7 @@ from tff_flare.algorithms import tff_baselines
 
 
 @dataclasses.dataclass(frozen=True)
-class NoParams:
+class NoParams(hyperparameters.Params):
   """An algorithm without knobs of its own (FedAvg)."""
 
 

@@ -42,8 +42,7 @@ def regularized_tensor_flags(names: Sequence[str],
 
 def validate_percentile(mask_percentile: float) -> None:
   """Raises `ValueError` unless `mask_percentile` (the paper's t) is in [0, 100]."""
-  if (isinstance(mask_percentile, bool) or not isinstance(mask_percentile, (int, float)) or
-      not 0.0 <= mask_percentile <= 100.0):
+  if (not hyperparameters.is_number(mask_percentile) or not 0.0 <= mask_percentile <= 100.0):
     raise ValueError(
         f'mask_percentile (the paper\'s t) must be in [0, 100], got {mask_percentile}.')
 

@@ -27,12 +27,12 @@ def validate_tau(tau: float, tau_decay: float) -> None:
 
 
 def check_tau(tau: float) -> None:
-  if not _is_number(tau) or not math.isfinite(tau) or tau < 0:
+  if not hyperparameters.is_number(tau) or not math.isfinite(tau) or tau < 0:
     raise ValueError(f'tau (the paper\'s TAU) must be a finite number >= 0, got {tau!r}.')
 
 
 def check_tau_decay(tau_decay: float) -> None:
-  if not _is_number(tau_decay) or not math.isfinite(tau_decay) or tau_decay <= 0:
+  if not hyperparameters.is_number(tau_decay) or not math.isfinite(tau_decay) or tau_decay <= 0:
     raise ValueError(f'tau_decay (the paper\'s c) must be a finite number > 0, got {tau_decay!r}.')
 
 
@@ -40,10 +40,6 @@ TAU = hyperparameters.Knob(
     0.05, 'TAU: the pull (FLARE) / proximal (EC+FedProx) strength '
     'before decay.', check_tau)
 TAU_DECAY = hyperparameters.Knob(1.1, 'c: round r uses TAU / c**(r+1).', check_tau_decay)
-
-
-def _is_number(value) -> bool:
-  return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def tau_at_round(tau: float, tau_decay: float, round_num: int) -> float:

@@ -73,7 +73,7 @@ BYTES_PER_INDEX = 4  # int32 flat index within its tensor.
 
 def validate_keep_percent(keep_percent: float) -> None:
   """Raises `ValueError` unless `0 < keep_percent <= 100` (the one check of R)."""
-  if not isinstance(keep_percent, (int, float)) or isinstance(keep_percent, bool):
+  if not hyperparameters.is_number(keep_percent):
     raise ValueError(f'keep_percent must be a number, got {keep_percent!r}.')
   if not 0.0 < keep_percent <= 100.0:
     raise ValueError(

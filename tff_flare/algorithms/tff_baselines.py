@@ -28,13 +28,10 @@ TFF_FEDPROX_STRENGTH = hyperparameters.Knob(
 
 
 @dataclasses.dataclass(frozen=True)
-class TffFedProxParams:
+class TffFedProxParams(hyperparameters.Params):
   """TFF FedProx's knob."""
 
   tff_fedprox_strength: float = TFF_FEDPROX_STRENGTH.field()
-
-  def __post_init__(self):
-    hyperparameters.check_fields(self)
 
 
 @process_lib.records_build

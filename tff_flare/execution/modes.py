@@ -27,6 +27,7 @@ from typing import Any, Optional, Protocol
 
 import attrs
 
+from tff_flare.algorithms import hyperparameters
 from tff_flare.algorithms import process as process_lib
 from tff_flare.execution import inprocess
 from tff_flare.execution import remote
@@ -271,16 +272,14 @@ def validate_execution(execution: str,
   """Raises `ValueError` for an unknown mode, bad workers, or options the mode does not take."""
   if execution not in EXECUTIONS:
     raise ValueError(f'Unknown execution {execution!r}; known: {", ".join(EXECUTIONS)}.')
-  if (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or
-      not 0 < timeout_s <= MAX_TIMEOUT_S):
+  if (not hyperparameters.is_number(timeout_s) or not 0 < timeout_s <= MAX_TIMEOUT_S):
     raise ValueError(f'The worker timeout must be in (0, {MAX_TIMEOUT_S:.0f}] seconds, got '
                      f'{timeout_s!r}.')
   if execution != 'remote' and worker_addresses:
     raise ValueError(f'Workers are given but execution is {execution}; add --execution=remote.')
   if execution == 'remote':
     remote.parse_workers(worker_addresses)
-  if num_threads is not None and (isinstance(num_threads, bool) or
-                                  not isinstance(num_threads, int) or num_threads < 1):
+  if num_threads is not None and (not hyperparameters.is_int(num_threads) or num_threads < 1):
     raise ValueError(f'The number of client threads must be an int >= 1, got {num_threads!r}.')
 
 

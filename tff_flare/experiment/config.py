@@ -203,16 +203,13 @@ def check_partition(partition: Optional[str], alpha: float, ratio: float) -> Non
   _check(ratio >= 1, f'ratio (largest / smallest client) must be >= 1, got {ratio}.')
 
 
-def _is_int(value) -> bool:
-  return isinstance(value, int) and not isinstance(value, bool)
-
-
 # Seeds go to numpy, Python's random and TensorFlow's int32/int64 seeds: all take these.
 SEED_LIMIT = 2**31
 
 
 def _check_seed(name: str, value, optional: bool = False) -> None:
-  _check((optional and value is None) or (_is_int(value) and 0 <= value < SEED_LIMIT),
+  _check((optional and value is None) or
+         (hyperparameters.is_int(value) and 0 <= value < SEED_LIMIT),
          f'{name} must be an int in [0, 2^31), got {value!r}.')
 
 
@@ -233,17 +230,19 @@ def validate_run(settings: RunSettings, population: int) -> None:
         'under output_dir: give one, or keep them in memory.')
     for name in ('rounds', 'eval_every', 'checkpoint_every'):
       value = getattr(settings, name)
-      _check(_is_int(value) and value >= 1, f'{name} must be an int >= 1, got {value!r}.')
+      _check(
+          hyperparameters.is_int(value) and value >= 1,
+          f'{name} must be an int >= 1, got {value!r}.')
     _check_seed('seed', settings.seed)
     for field in dataclasses.fields(RunSettings):
       if not field.metadata.get(hyperparameters.HOST_ONLY):
         hyperparameters.check_representable(field.name, getattr(settings, field.name))
     _check(
-        _is_int(population) and population >= 1,
+        hyperparameters.is_int(population) and population >= 1,
         f'There must be at least one client, got {population!r}.')
     per_round = population if settings.clients_per_round is None else settings.clients_per_round
     _check(
-        _is_int(per_round) and 1 <= per_round <= population,
+        hyperparameters.is_int(per_round) and 1 <= per_round <= population,
         f'clients_per_round ({per_round}) must be in [1, {population}] (the clients in '
         'use).')
     sampling.validate_sampler(settings.client_sampling, population, per_round)
@@ -254,10 +253,8 @@ def validate_run(settings: RunSettings, population: int) -> None:
     modes.validate_execution(settings.execution, settings.workers, settings.worker_timeout_s,
                              settings.client_threads)
     budget = settings.memory_budget_gib
-    _check(
-        budget is None or
-        (isinstance(budget, (int, float)) and not isinstance(budget, bool) and 0 < budget <= 2**20),
-        f'memory_budget_gib must be a number of GiB in (0, 1048576], got {budget!r}.')
+    _check(budget is None or (hyperparameters.is_number(budget) and 0 < budget <= 2**20),
+           f'memory_budget_gib must be a number of GiB in (0, 1048576], got {budget!r}.')
   except ConfigError:
     raise
   except ValueError as e:
@@ -295,15 +292,17 @@ def _validate(config: ExperimentConfig) -> None:
   hyperparameters.check_fields(config)  # Every number representable, every knob's check, once.
   for name in ('total_clients', 'num_clients'):
     value = getattr(config, name)
-    _check(value is None or (_is_int(value) and value >= 1),
+    _check(value is None or (hyperparameters.is_int(value) and value >= 1),
            f'{name} must be an int >= 1 (or unset for the task\'s default), got {value!r}.')
   _check(
       config.clients_per_round is None or
-      (_is_int(config.clients_per_round) and config.clients_per_round >= 1),
+      (hyperparameters.is_int(config.clients_per_round) and config.clients_per_round >= 1),
       f'clients_per_round must be an int >= 1 (or unset: every client), got '
       f'{config.clients_per_round!r}.')
-  _check(config.batch_size is None or (_is_int(config.batch_size) and config.batch_size >= 0),
-         f'batch_size must be an int >= 0 (0: full batch), got {config.batch_size!r}.')
+  _check(
+      config.batch_size is None or
+      (hyperparameters.is_int(config.batch_size) and config.batch_size >= 0),
+      f'batch_size must be an int >= 0 (0: full batch), got {config.batch_size!r}.')
   tasks.check_local_steps(config.local_steps, config.local_epochs)
   if config.learning_rate is not None:
     _check(config.learning_rate > 0, f'learning_rate must be > 0, got {config.learning_rate}.')

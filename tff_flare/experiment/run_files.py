@@ -42,6 +42,7 @@ import re
 import statistics
 from typing import Optional
 
+from tff_flare.algorithms import hyperparameters
 from tff_flare.simulation import files
 
 METRICS = 'metrics.csv'
@@ -227,9 +228,9 @@ def peak_gib(run_dir: pathlib.Path) -> Optional[float]:
   (no summary, or one made before runs measured it)."""
   recorded = (summary(run_dir) or {}).get('memory') or {}
   peak = recorded.get('peak_gib')
-  if isinstance(peak, bool) or not isinstance(peak, (int, float)):
-    return None
-  return float(peak) if math.isfinite(peak) and 0 < peak < 2**20 else None
+  if hyperparameters.is_number(peak) and math.isfinite(peak) and 0 < peak < 2**20:
+    return float(peak)
+  return None
 
 
 def rounds_done(run_dir: pathlib.Path) -> int:

@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 
 import tensorflow_federated as tff
 
+from tff_flare.algorithms import hyperparameters
+
 SAMPLERS = ('uniform', 'python_random')
 
 Sampler = Callable[[int], list[str]]
@@ -25,8 +27,7 @@ def validate_sampler(kind: str, num_clients: int, clients_per_round: int) -> Non
   """Raises `ValueError` for an unknown sampler or `clients_per_round` outside [1, N]."""
   if kind not in SAMPLERS:
     raise ValueError(f'Unknown client sampling {kind!r}; known: {", ".join(SAMPLERS)}.')
-  if (isinstance(clients_per_round, bool) or not isinstance(clients_per_round, int) or
-      not 1 <= clients_per_round <= num_clients):
+  if (not hyperparameters.is_int(clients_per_round) or not 1 <= clients_per_round <= num_clients):
     raise ValueError(f'clients_per_round must be in [1, {num_clients}] (the number of '
                      f'clients), got {clients_per_round}.')
 
