@@ -26,6 +26,7 @@ part is the algorithm's round schedule (`parts.RoundSchedule`: the round number,
 import collections
 from typing import Optional, Union
 
+import attrs
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -74,6 +75,66 @@ def compose(
     ValueError: `model_aggregator`, or a `client_weighting` other than uniform, for an
       algorithm whose aggregation is its own (EF21); an unknown `client_weighting`.
   """
+  _check_options(algorithm, client_optimizer, model_aggregator, client_weighting)
+  functions = round_functions_lib.build_round_functions(
+      model_fn,
+      algorithm,
+      client_optimizer=client_optimizer,
+      server_optimizer=server_optimizer or round_functions_lib.default_server_optimizer(),
+      weigh_messages=model_aggregator is None,
+      client_weighting=client_weighting)
+
+  @tff.tensorflow.computation
+  def initial_server_state():
+    return functions.initial_server_state(functions.initial_model_weights())
+
+  clients = _client_side(model_fn, functions, algorithm,
+                         initial_server_state.type_signature.result.client_work)
+  summable_type = clients.client_work.type_signature.result['summable']
+  if model_aggregator is None:
+    initialize_fn, server_phase_body = _server_phase(functions, initial_server_state, summable_type)
+  else:
+    initialize_fn, server_phase_body = _server_phase_with_factory(functions, initial_server_state,
+                                                                  summable_type, model_aggregator)
+  state_type = initialize_fn.type_signature.result
+
+  @tff.federated_computation(state_type, *clients.federated_types)
+  def next_fn(state, client_data, client_states, client_inputs):
+    outputs = clients.phase_body(state, client_data, client_states, client_inputs)
+    new_state, metrics = server_phase_body(state, outputs.summable)
+    # A stateless algorithm's (empty) states pass through: nothing computed before the
+    # aggregation reaches a CLIENTS-placed result, so TFF's distributed runtime can run
+    # `next` whole (see `RoundPhases`).
+    new_client_states = outputs.client_state if functions.stateful else client_states
+    return process_lib.RoundOutput(state=new_state,
+                                   metrics=metrics,
+                                   client_states=new_client_states)
+
+  get_model_weights, set_model_weights = build_model_weights_accessors(
+      state_type, clients.model_weights_type)
+  return process_lib.AlgorithmProcess(
+      initialize_fn,
+      next_fn,
+      initial_client_state=clients.initial_client_state,
+      get_model_weights=get_model_weights,
+      set_model_weights=set_model_weights,
+      num_trainable_parameters=functions.num_parameters,
+      model_fn=model_fn,
+      client_inputs=algorithm.client_inputs,
+      record_test_loss=_record_test_loss(functions, state_type),
+      phases=_round_phases(clients, server_phase_body, state_type, summable_type)
+      if functions.stateful else None,
+      next_with_state_files=_next_with_state_files(model_fn, functions, state_type, clients,
+                                                   server_phase_body)
+      if functions.stateful else None,
+      round_functions=functions if model_aggregator is None else None)
+
+
+def _check_options(algorithm: parts_lib.AlgorithmParts,
+                   client_optimizer: tff.learning.optimizers.Optimizer,
+                   model_aggregator: Optional[AggregationFactory],
+                   client_weighting: tff.learning.ClientWeighting) -> None:
+  """Refuses what `compose` cannot build (see its Raises)."""
   if not isinstance(client_optimizer, tff.learning.optimizers.Optimizer):
     raise TypeError('client_optimizer must be a tff.learning.optimizers.Optimizer (e.g. '
                     'tff.learning.optimizers.build_sgdm(learning_rate=0.1)), got '
@@ -88,14 +149,47 @@ def compose(
   if client_weighting != tff.learning.ClientWeighting.UNIFORM and own:
     raise ValueError('client_weighting weighs the mean; this algorithm aggregates its own way '
                      '(its aggregation is part of the algorithm).')
-  server_optimizer = server_optimizer or round_functions_lib.default_server_optimizer()
-  functions = round_functions_lib.build_round_functions(model_fn,
-                                                        algorithm,
-                                                        client_optimizer=client_optimizer,
-                                                        server_optimizer=server_optimizer,
-                                                        weigh_messages=model_aggregator is None,
-                                                        client_weighting=client_weighting)
-  stateful = functions.stateful
+
+
+@attrs.frozen
+class _ClientSide:
+  """The clients' half of a round, the same in every form of `next` (whole, in phases, with
+  state files).
+
+  Attributes:
+    initial_client_state: `( -> state)`, a new client's state.
+    round_params: `(schedule -> params)`, what the server sends the clients this round.
+    client_work: `(server weights, params, data, state, input) -> OrderedDict(client_state,
+      summable)`, one client's round (`RoundFunctions.client_work`).
+    distributor: TFF's broadcast process of the model weights.
+    model_weights_type, data_type, client_input_type: the TFF types of the model weights, a
+      client's dataset and its input.
+    federated_types: `(data, states, inputs)` placed at the clients: `next`'s parameters.
+  """
+
+  initial_client_state: tff.Computation
+  round_params: tff.Computation
+  client_work: tff.Computation
+  distributor: tff.templates.MeasuredProcess
+  model_weights_type: tff.Type
+  data_type: tff.Type
+  client_input_type: tff.Type
+  federated_types: tuple[tff.FederatedType, ...]
+
+  def phase_body(self, state, client_data, client_states, client_inputs):
+    """The clients' outputs @CLIENTS: the server's params and model broadcast, each client's
+    `client_work`."""
+    params = tff.federated_map(self.round_params, state.client_work)
+    # TFF's broadcast process is stateless: its (empty) new state is not carried out.
+    weights = self.distributor.next(state.distributor, state.global_model_weights).result
+    return tff.federated_map(
+        self.client_work,
+        (weights, tff.federated_broadcast(params), client_data, client_states, client_inputs))
+
+
+def _client_side(model_fn: ModelFn, functions: round_functions_lib.RoundFunctions,
+                 algorithm: parts_lib.AlgorithmParts, schedule_type: tff.Type) -> _ClientSide:
+  """The clients' computations of `functions`, typed for `model_fn`'s model and data."""
   facts = model_facts_lib.model_facts(model_fn)
   model_weights_type = facts.weights_type
   data_type = tff.SequenceType(tff.types.tensorflow_to_type(facts.input_spec))
@@ -109,13 +203,6 @@ def compose(
     client_input_type = tff.StructType([])
   else:
     client_input_type = tff.types.tensorflow_to_type(algorithm.client_inputs.spec)
-
-  @tff.tensorflow.computation
-  def initial_server_state():
-    return functions.initial_server_state(functions.initial_model_weights())
-
-  base_state_type = initial_server_state.type_signature.result
-  schedule_type = base_state_type.client_work
 
   @tff.tensorflow.computation(schedule_type)
   def round_params(schedule):
@@ -133,88 +220,52 @@ def compose(
 
     return run(server_weights, params, dataset, client_state, client_input)
 
-  summable_type = client_work.type_signature.result['summable']
-  distributor = tff.learning.templates.build_broadcast_process(model_weights_type)
-  if model_aggregator is None:
-    initialize_fn, server_phase_body = _server_phase(functions, initial_server_state, summable_type)
-  else:
-    initialize_fn, server_phase_body = _server_phase_with_factory(functions, initial_server_state,
-                                                                  summable_type, model_aggregator)
-  state_type = initialize_fn.type_signature.result
+  return _ClientSide(initial_client_state=initial_client_state,
+                     round_params=round_params,
+                     client_work=client_work,
+                     distributor=tff.learning.templates.build_broadcast_process(model_weights_type),
+                     model_weights_type=model_weights_type,
+                     data_type=data_type,
+                     client_input_type=client_input_type,
+                     federated_types=(tff.FederatedType(data_type, tff.CLIENTS),
+                                      tff.FederatedType(client_state_type, tff.CLIENTS),
+                                      tff.FederatedType(client_input_type, tff.CLIENTS)))
 
-  def client_phase_body(state, client_data, client_states, client_inputs):
-    params = tff.federated_map(round_params, state.client_work)
-    # TFF's broadcast process is stateless: its (empty) new state is not carried out.
-    weights = distributor.next(state.distributor, state.global_model_weights).result
-    return tff.federated_map(
-        client_work,
-        (weights, tff.federated_broadcast(params), client_data, client_states, client_inputs))
 
-  client_types = (tff.FederatedType(data_type,
-                                    tff.CLIENTS), tff.FederatedType(client_state_type, tff.CLIENTS),
-                  tff.FederatedType(client_input_type, tff.CLIENTS))
+def _round_phases(clients: _ClientSide, server_phase_body, state_type,
+                  summable_type) -> process_lib.RoundPhases:
+  """`next` cut at the aggregation (`process.RoundPhases`), for a process with client state."""
 
-  @tff.federated_computation(state_type, *client_types)
-  def next_fn(state, client_data, client_states, client_inputs):
-    outputs = client_phase_body(state, client_data, client_states, client_inputs)
-    new_state, metrics = server_phase_body(state, outputs.summable)
-    # A stateless algorithm's (empty) states pass through: nothing computed before the
-    # aggregation reaches a CLIENTS-placed result, so TFF's distributed runtime can run
-    # `next` whole (see `RoundPhases`).
-    new_client_states = outputs.client_state if stateful else client_states
-    return process_lib.RoundOutput(state=new_state,
-                                   metrics=metrics,
-                                   client_states=new_client_states)
+  @tff.tensorflow.computation(clients.client_work.type_signature.result, np.int32)
+  def tag_with_index(output, client_index):
+    return collections.OrderedDict(client_index=client_index,
+                                   client_state=output['client_state'],
+                                   summable=output['summable'])
 
-  phases = None
-  if stateful:
-    client_output_type = client_work.type_signature.result
+  @tff.federated_computation(state_type, *clients.federated_types,
+                             tff.FederatedType(np.int32, tff.CLIENTS))
+  def client_phase(state, client_data, client_states, client_inputs, client_indices):
+    outputs = clients.phase_body(state, client_data, client_states, client_inputs)
+    return tff.federated_map(tag_with_index, (outputs, client_indices))
 
-    @tff.tensorflow.computation(client_output_type, np.int32)
-    def tag_with_index(output, client_index):
-      return collections.OrderedDict(client_index=client_index,
-                                     client_state=output['client_state'],
-                                     summable=output['summable'])
+  @tff.federated_computation(state_type, tff.FederatedType(summable_type, tff.CLIENTS))
+  def server_phase(state, summable):
+    return server_phase_body(state, summable)
 
-    @tff.federated_computation(state_type, *client_types, tff.FederatedType(np.int32, tff.CLIENTS))
-    def client_phase(state, client_data, client_states, client_inputs, client_indices):
-      outputs = client_phase_body(state, client_data, client_states, client_inputs)
-      return tff.federated_map(tag_with_index, (outputs, client_indices))
+  return process_lib.RoundPhases(client_phase=client_phase, server_phase=server_phase)
 
-    @tff.federated_computation(state_type, tff.FederatedType(summable_type, tff.CLIENTS))
-    def server_phase(state, summable):
-      return server_phase_body(state, summable)
 
-    phases = process_lib.RoundPhases(client_phase=client_phase, server_phase=server_phase)
-    next_with_state_files = _next_with_state_files(model_fn, functions, state_type, round_params,
-                                                   distributor, server_phase_body,
-                                                   model_weights_type, data_type, client_input_type)
-  else:
-    next_with_state_files = None
+def _record_test_loss(functions: round_functions_lib.RoundFunctions,
+                      state_type) -> Optional[tff.Computation]:
+  """`(state, loss) -> state` of an algorithm that adapts to the test loss, else None."""
+  if functions.record_test_loss is None:
+    return None
 
-  if functions.record_test_loss is not None:
+  @tff.tensorflow.computation(state_type.member, np.float32)
+  def record_test_loss(state, loss):
+    return functions.record_test_loss(state, loss)
 
-    @tff.tensorflow.computation(state_type.member, np.float32)
-    def record_test_loss(state, loss):
-      return functions.record_test_loss(state, loss)
-  else:
-    record_test_loss = None
-
-  get_model_weights, set_model_weights = build_model_weights_accessors(
-      state_type, model_weights_type)
-  return process_lib.AlgorithmProcess(
-      initialize_fn,
-      next_fn,
-      initial_client_state=initial_client_state,
-      get_model_weights=get_model_weights,
-      set_model_weights=set_model_weights,
-      num_trainable_parameters=functions.num_parameters,
-      model_fn=model_fn,
-      client_inputs=algorithm.client_inputs,
-      record_test_loss=record_test_loss,
-      phases=phases,
-      next_with_state_files=next_with_state_files,
-      round_functions=functions if model_aggregator is None else None)
+  return record_test_loss
 
 
 def read_state_files(prefix: tf.Tensor, initial_state):
@@ -241,11 +292,13 @@ def write_state_files(prefix: tf.Tensor, state) -> None:
 
 
 def _next_with_state_files(model_fn: ModelFn, functions: round_functions_lib.RoundFunctions,
-                           state_type, round_params, distributor, server_phase_body,
-                           model_weights_type, data_type, client_input_type):
+                           state_type, clients: _ClientSide, server_phase_body):
   """`next` whose clients read and write their own states as files (see
   `process.AlgorithmProcess.next_with_state_files`): `compose`'s round, the client work
   wrapped in the reading and writing of its state."""
+
+  model_weights_type, data_type = clients.model_weights_type, clients.data_type
+  client_input_type, round_params = clients.client_input_type, clients.round_params
 
   @tff.tensorflow.computation(model_weights_type, round_params.type_signature.result, data_type,
                               np.str_, np.str_, client_input_type)
@@ -269,7 +322,7 @@ def _next_with_state_files(model_fn: ModelFn, functions: round_functions_lib.Rou
                              prefix_type, tff.FederatedType(client_input_type, tff.CLIENTS))
   def next_with_state_files(state, client_data, read_prefixes, write_prefixes, client_inputs):
     params = tff.federated_map(round_params, state.client_work)
-    weights = distributor.next(state.distributor, state.global_model_weights).result
+    weights = clients.distributor.next(state.distributor, state.global_model_weights).result
     summable = tff.federated_map(client_work_with_files,
                                  (weights, tff.federated_broadcast(params), client_data,
                                   read_prefixes, write_prefixes, client_inputs))
