@@ -8,7 +8,7 @@ averages with weights `p_k` (uniform `1/K`, or by example count) and applies
 Masks come from a stateless RNG, so no mask is ever transmitted. The server draws the round's
 seed from its state and `tff.federated_broadcast`s it:
 - `MaskMode.SYNCHRONIZED`: every client regenerates the same mask from the round seed;
-- `MaskMode.INDEPENDENT`: a client folds its own key (its per-client input, `client_key` of
+- `MaskMode.INDEPENDENT`: a client folds its own key (its per-client input, `parts.client_key` of
   its id) into the round seed: its own mask;
 - `MaskMode.NONE`: plain FedAvg.
 
@@ -27,8 +27,6 @@ from collections.abc import Callable, Sequence
 import enum
 import functools
 import math
-import re
-import zlib
 from typing import Optional
 
 import tensorflow as tf
@@ -74,14 +72,6 @@ class MaskingParams(hyperparameters.Params):
 
   keep_probability: float = KEEP_PROBABILITY.field()
   num_mask_draws: int = NUM_MASK_DRAWS.field()
-
-
-def client_key(client_id: str) -> int:
-  """A client's mask key: the number ending its id ('client_7' -> 7), else a stable hash."""
-  match = re.fullmatch(r'\D*(\d+)', client_id)
-  if match:
-    return int(match.group(1))
-  return zlib.crc32(client_id.encode('utf-8'))
 
 
 def _seed_for(round_seed: tf.Tensor, client_key: Optional[tf.Tensor], draw: int,
@@ -281,9 +271,7 @@ def build_masked_fedavg(
 
   compressor = parts.Compressor(compress=compress,
                                 server_metrics=server_metrics,
-                                client_inputs=parts.ClientInputs(
-                                    spec=tf.TensorSpec([], tf.int64),
-                                    from_client_ids=lambda ids: [client_key(cid) for cid in ids]))
+                                client_inputs=parts.client_keys())
   return composer.compose(model_fn,
                           parts.algorithm(parts.LocalTraining(), compressor,
                                           _round_seed_schedule(seed)),

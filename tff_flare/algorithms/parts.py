@@ -30,7 +30,9 @@ A round, in terms of the parts (`r` the round, `s` the server model):
 
 import collections
 from collections.abc import Callable, Sequence
+import re
 from typing import Any, Optional
+import zlib
 
 import attrs
 import tensorflow as tf
@@ -139,6 +141,21 @@ class ClientInputs:
 
   spec: tf.TensorSpec
   from_client_ids: Callable[[Sequence[str]], list]
+
+
+def client_key(client_id: str) -> int:
+  """A client's key for its random draws (masks, QSGD's rounding): the number ending its id
+  ('client_7' -> 7), else a stable hash of the id."""
+  match = re.fullmatch(r'\D*(\d+)', client_id)
+  if match:
+    return int(match.group(1))
+  return zlib.crc32(client_id.encode('utf-8'))
+
+
+def client_keys() -> ClientInputs:
+  """Every client's `client_key` as its per-client input (int64)."""
+  return ClientInputs(spec=tf.TensorSpec([], tf.int64),
+                      from_client_ids=lambda ids: [client_key(cid) for cid in ids])
 
 
 @attrs.frozen

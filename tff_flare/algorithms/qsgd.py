@@ -28,7 +28,6 @@ import tensorflow_federated as tff
 from tff_flare.algorithms import composer
 from tff_flare.algorithms import error_feedback
 from tff_flare.algorithms import hyperparameters
-from tff_flare.algorithms import masking
 from tff_flare.algorithms import model_facts
 from tff_flare.algorithms import parts
 from tff_flare.algorithms import process
@@ -84,9 +83,7 @@ def qsgd_compressor(levels: int) -> parts.Compressor:
 
   return parts.Compressor(compress=compress,
                           initial_state=initial_state,
-                          client_inputs=parts.ClientInputs(
-                              spec=tf.TensorSpec([], tf.int64),
-                              from_client_ids=lambda ids: [masking.client_key(cid) for cid in ids]))
+                          client_inputs=parts.client_keys())
 
 
 @process.records_build
