@@ -104,7 +104,7 @@ def client_data(model: str, num_clients: int, num_examples: int,
   if spec.text:
     vocab, batch = models.SHAKESPEARE_VOCAB_SIZE, models.SHAKESPEARE_BATCH
     count = max(batch, num_examples - num_examples % batch)
-    data = {
+    data: dict[str, collections.OrderedDict[str, np.ndarray]] = {
         f'client_{i}': collections.OrderedDict(x=rng.integers(0,
                                                               vocab,
                                                               size=(count,) + spec.feature_shape,

@@ -588,9 +588,10 @@ _FIXED_R = {r: Select(('sparsity_fixed_cnn3',), dict(keep_percent=r), 300) for r
 _MODELS = Select(('initialization_cnn3',), dict(seed=0, double_softmax=None))
 _EPOCHS = {e: Select(('local_epochs_cnn3',), dict(local_epochs=e), 300) for e in (1, 4, 8, 16, 32)}
 _IMBALANCE = Select(('class_imbalance_cnn',), reaching=300)
-_FC = tuple(
-    Select(('fc3_1000rounds',), where) for where in (dict(model_seed=None, keep_percent=0.001),
-                                                     dict(model_seed=0), dict(keep_percent=0.0001)))
+_FC_WHERE: tuple[dict[str, object],
+                 ...] = (dict(model_seed=None,
+                              keep_percent=0.001), dict(model_seed=0), dict(keep_percent=0.0001))
+_FC = tuple(Select(('fc3_1000rounds',), where) for where in _FC_WHERE)
 _UNAVAILABLE = (_CNN3, Select(('mnist_cnn_5of10_seeds',)), Select(('mnist_cnn_7of10_seeds',))) + _FC
 _MINIBATCH_CELLS = tuple(f'masking_grid_100rounds/minibatch_{p}' for p in PARTITIONS)
 _FULLBATCH_CELLS = tuple(f'masking_grid_100rounds/fullbatch_{p}' for p in PARTITIONS)

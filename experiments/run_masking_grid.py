@@ -24,6 +24,7 @@ accuracy, one point per row) and `survival_curves.png` (S/S_max against the roun
 """
 
 import pathlib
+from typing import Any, cast
 
 from absl import flags
 
@@ -60,11 +61,13 @@ _FULLBATCH_STEPS = flags.DEFINE_integer('fullbatch_steps',
                                         lower_bound=1)
 _FULLBATCH_LR = flags.DEFINE_float('fullbatch_learning_rate', 0.05,
                                    'Full-batch client learning rate.')
+# The masking study's processes.
+_STUDY = cast(tuple[str, ...], presets.MASKING_STUDY['algorithms'])
 _LOCAL = flags.DEFINE_list('local_training', ['minibatch', 'fullbatch'], 'Local training kinds.')
 _PARTITIONS = flags.DEFINE_list('partitions', list(manifest.PARTITIONS),
                                 'Partitions: iid, dir<alpha>, qskew<ratio>.')
 _PROCESSES = flags.DEFINE_list(
-    'processes', list(presets.MASKING_STUDY['algorithms']),
+    'processes', list(_STUDY),
     'Processes trained side by side in each cell. S is measured on the deltas, so '
     '`mask_none` alone gives a cell\'s survival curve.')
 _JOBS = flags.DEFINE_integer('jobs',
@@ -83,7 +86,7 @@ def cell_run(local: str, partition: str) -> spec.Run:
     ValueError: an unknown local training kind, partition or process.
   """
   cell = config_flags.values(_CELL)
-  values = dict(spec.partition_option(partition).flags)
+  values: dict[str, Any] = dict(spec.partition_option(partition).flags)
   defaults = config_lib.ExperimentConfig()
   config_lib.check_partition(values['partition'], values.get('alpha', defaults.alpha),
                              values.get('ratio', defaults.ratio))
@@ -98,7 +101,7 @@ def cell_run(local: str, partition: str) -> spec.Run:
   else:
     raise ValueError(f'Unknown local training {local!r}: minibatch or fullbatch.')
   processes = tuple(_PROCESSES.value)
-  study = presets.MASKING_STUDY['algorithms']
+  study = _STUDY
   if not processes or any(p not in study for p in processes):
     raise ValueError(f'--processes={",".join(processes)}: choose from {", ".join(study)} '
                      '(the grid tabulates their survival).')

@@ -100,6 +100,7 @@ class LocalWorkerDeathTest(tf.test.TestCase):
       inputs = process.client_inputs(tiny_models.client_ids(2))
       clients = [bound.initial_client_state()] * 2
       state = bound.next(bound.initialize(), datasets, clients, inputs).state
+      assert isinstance(execution, modes.LocalExecution)
       pid = execution.workers.pid(0)
       self.assertIn(pid, cleanup.local_worker_pids())  # A worker_binary child of this process.
       os.kill(pid, signum)
