@@ -17,6 +17,7 @@ from typing import Optional
 
 import grpc
 import portpicker
+import psutil
 
 from tff_flare.execution import cleanup
 
@@ -67,43 +68,16 @@ def port_in_use(port: int) -> bool:
   return False
 
 
-_LISTEN = '0A'  # A TCP socket's state in /proc/net/tcp: listening.
-
-
-def others_listen_on(port: int, pid: int) -> Optional[bool]:
-  """Whether a socket of a process other than `pid` listens on TCP `port` of this machine's
-  network namespace; None where `/proc` does not say (not Linux).
+def others_listen_on(port: int, pid: int) -> bool:
+  """Whether a socket of a process other than `pid` listens on TCP `port` of this machine.
 
   A port that `portpicker` found free can be taken before the worker binds it: a server that
   binds with SO_REUSEPORT (another gRPC server) then listens beside the worker, and the kernel
-  splits the driver's connections between the two. Read after the worker serves, this tells
-  such a port apart (the kernel's table of sockets against the worker's own descriptors).
+  splits the driver's calls between the two. Read after the worker serves (psutil's table of
+  sockets; a socket whose owner this process may not see counts as another's).
   """
-  listening = set()
-  for table in ('/proc/net/tcp', '/proc/net/tcp6'):
-    try:
-      with open(table, encoding='ascii') as f:
-        rows = f.read().splitlines()[1:]
-    except OSError:
-      continue
-    for row in rows:
-      fields = row.split()
-      if (len(fields) > 9 and fields[3] == _LISTEN and
-          int(fields[1].rpartition(':')[2], 16) == port):
-        listening.add(fields[9])
-  try:
-    descriptors = os.listdir(f'/proc/{pid}/fd')
-  except OSError:
-    return None
-  own = set()
-  for fd in descriptors:
-    try:
-      link = os.readlink(f'/proc/{pid}/fd/{fd}')
-    except OSError:  # Closed since listed.
-      continue
-    if link.startswith('socket:['):
-      own.add(link[len('socket:['):-1])
-  return bool(listening - own)
+  return any(c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN and c.pid != pid
+             for c in psutil.net_connections(kind='tcp'))
 
 
 def wait_until_serving(address: str, timeout_s: float) -> bool:
