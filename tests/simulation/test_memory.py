@@ -119,6 +119,26 @@ class EstimateTest(tf.test.TestCase):
     self.assertEqual(
         self._estimate(_sizes(flare='stateful', tff_fedavg='tff'), storage='disk').round, one.round)
 
+  def test_an_evaluation_larger_than_a_step_adds_its_activations(self):
+    # VGG11 trained at batch 8 and evaluated at batch 500 (the image tasks' least): estimated
+    # 3.42 GiB against 4.69 measured when only the training steps' activations counted.
+    mib = 2**20
+    sizes = {
+        'flare':
+            memory.ProcessSizes(model=mib,
+                                server_state=mib,
+                                client_state=mib,
+                                on_tff=False,
+                                forward=10 * mib)
+    }
+    steps = self._estimate(sizes)
+    # Two threads' steps hold 20 MiB; an evaluation of 15 MiB fits in it, one of 50 does not.
+    self.assertEqual(self._estimate(sizes, evaluation_forward=15 * mib).round, steps.round)
+    self.assertEqual(
+        self._estimate(sizes, evaluation_forward=50 * mib).round - steps.round, 30 * mib)
+    self.assertEqual(
+        self._estimate(sizes, evaluation_forward=50 * mib, evaluates=False).round, steps.round)
+
   def test_tff_runtime_counted_only_where_it_runs_here(self):
     sizes = _sizes(tff_fedavg='tff')
     self.assertGreater(self._estimate(sizes).tff, memory.TFF_WORKER_BASE)

@@ -408,10 +408,15 @@ def _run_experiment(config: config_lib.ExperimentConfig, log) -> dict:
     config_lib.validate_run(config, len(task.train_data.client_ids))  # The real population.
     processes = build_processes(config, task)
     return _run_processes(
-        processes, task.client_datasets, list(task.train_data.client_ids),
-        evaluation.build_evaluate_fn(task.model_fn, task.test_data), config,
+        processes,
+        task.client_datasets,
+        list(task.train_data.client_ids),
+        evaluation.build_evaluate_fn(task.model_fn, task.test_data),
+        config,
         dict(task_hparams={k: v for k, v in task.hparams.items() if not callable(v)},
-             data=task.data_fingerprint), log).summary
+             data=task.data_fingerprint),
+        log,
+        test_data=task.test_data).summary
 
 
 ClientData = Union[tff.simulation.datasets.ClientData, Mapping[str, tf.data.Dataset]]
@@ -607,6 +612,7 @@ def _simulate_checked(processes, client_ids, datasets, dataset_of, run, test_dat
                             facts,
                             log,
                             interrupted,
+                            test_data=test_data,
                             hooks=hooks,
                             release_managers=release_managers)
 
@@ -646,34 +652,41 @@ def _fingerprint_datasets(named) -> Optional[str]:
 
 
 def _check_memory(processes: dict, first_dataset: tf.data.Dataset, population: int,
-                  settings: config_lib.RunSettings, evaluates: bool, log) -> memory.Estimate:
-  """Estimates the run's peak (a step's activations from `first_dataset`'s first batch) and
-  logs it beside what the run may use; refuses a run that would not fit (`memory.plan`)."""
+                  settings: config_lib.RunSettings, test_data: Optional[tf.data.Dataset],
+                  log) -> memory.Estimate:
+  """Estimates the run's peak (a step's activations from `first_dataset`'s first batch, the
+  evaluation's from `test_data`'s; None: no evaluation) and logs it beside what the run may
+  use; refuses a run that would not fit (`memory.plan`)."""
   threads = settings.client_threads or os.cpu_count() or 1
-  try:
-    batch = memory.batch_spec(first_dataset)
-  except (tf.errors.OpError, TypeError, ValueError):  # Data that cannot be read: said where
-    batch = None  # the round reads it (`_run_processes`).
-  passes = {}  # Processes of one model share its forward pass (a model takes seconds to build).
 
-  def forward(process) -> int:
+  def first_batch(dataset: Optional[tf.data.Dataset]):
+    try:
+      return None if dataset is None else memory.batch_spec(dataset)
+    except (tf.errors.OpError, TypeError, ValueError):  # Data that cannot be read: said where
+      return None  # the round or the evaluation reads it.
+
+  batches = dict(train=first_batch(first_dataset), test=first_batch(test_data))
+  passes: dict = {}  # Processes of one model share its forward passes (a model takes seconds).
+
+  def forward(process, which: str) -> int:
     model_fn = getattr(process, 'model_fn', None)
-    if batch is None or model_fn is None:
+    if batches[which] is None or model_fn is None:
       return 0
-    if model_fn not in passes:
-      passes[model_fn] = memory.forward_bytes(model_fn, batch)
-    return passes[model_fn]
+    if (model_fn, which) not in passes:
+      passes[model_fn, which] = memory.forward_bytes(model_fn, batches[which])
+    return passes[model_fn, which]
 
   budget = (None if settings.memory_budget_gib is None else int(settings.memory_budget_gib *
                                                                 memory.GIB))
   estimate, available, refusal = memory.plan(
-      {name: memory.process_sizes(p, forward(p)) for name, p in processes.items()},
+      {name: memory.process_sizes(p, forward(p, 'train')) for name, p in processes.items()},
       clients_with_state=population,
       clients_per_round=settings.clients_per_round or population,
       threads=threads,
       storage=settings.client_state_storage,
       execution=settings.execution,
-      evaluates=evaluates,
+      evaluates=test_data is not None,
+      evaluation_forward=max([forward(p, 'test') for p in processes.values()] + [0]),
       budget=budget)
   if refusal:
     raise config_lib.ConfigError(refusal)
@@ -692,6 +705,7 @@ def _run_processes(
     log,
     interrupted: Optional[threading.Event] = None,
     *,
+    test_data: Optional[tf.data.Dataset] = None,
     hooks: Sequence[loop.Hook] = (),
     release_managers: Sequence[tff.program.ReleaseManager] = ()
 ) -> SimulationResult:
@@ -699,7 +713,8 @@ def _run_processes(
   them), runs the loop with its own hooks, then the caller's `hooks`, and the caller's
   `release_managers`, writes the summary
   (returned with the runs' final models and states); stops between rounds once `interrupted`
-  is set (`cleanup.noting_interrupts`). Without `settings.output_dir` nothing is read or
+  is set (`cleanup.noting_interrupts`); `test_data`, the batches `evaluate` reads, sizes the
+  evaluation in the memory estimate. Without `settings.output_dir` nothing is read or
   written: no record, checkpoint, metrics file or summary file."""
   output = pathlib.Path(settings.output_dir) if settings.output_dir is not None else None
   checkpoint_rounds = []
@@ -708,7 +723,7 @@ def _run_processes(
     _check_output_dir(settings, checkpoint_rounds)
   estimate = _check_memory(processes,
                            client_datasets(client_ids[:1], 0)[0], len(client_ids), settings,
-                           evaluate is not None, log)
+                           test_data if evaluate is not None else None, log)
   record: dict[str, Any]
   if output is None:
     record = dict(changes=[], code=[dict(code_version(), from_round=0)])

@@ -21,7 +21,8 @@ The estimate's terms (bytes; `M` a model's trainable weights, `S` a client's sta
   round      the largest algorithm's round: each thread's client at work (`WORKING_MODELS`
              model-sized tensors, more with a client state, and a step's activations: the
              tensors of the model's forward pass on one batch of the run's data, which the
-             backward pass keeps, `forward_bytes`), and
+             backward pass keeps, `forward_bytes`; the evaluation's on one test batch where
+             that is larger), and
              up to threads + 1 finished clients' message and new state waiting to be added,
              and the sum; and what TensorFlow's allocator keeps of the other in-process
              algorithms' rounds (`KEPT_MODELS_PER_ALGORITHM` models each);
@@ -211,7 +212,8 @@ def estimate_run(sizes: Mapping[str, ProcessSizes],
                  storage: str,
                  execution: str,
                  base: int,
-                 evaluates: bool = True) -> Estimate:
+                 evaluates: bool = True,
+                 evaluation_forward: int = 0) -> Estimate:
   """The peak of a run training `sizes`' algorithms side by side.
 
   Args:
@@ -223,6 +225,9 @@ def estimate_run(sizes: Mapping[str, ProcessSizes],
     execution: 'inprocess', 'local' or 'remote'.
     base: bytes of the process when the estimate is made (`resident_bytes()`).
     evaluates: whether the run evaluates (one more model).
+    evaluation_forward: the evaluation's forward pass on one test batch (`forward_bytes`),
+      which may be larger than a training step's (the image tasks evaluate in batches of at
+      least 500): the allocator's pool holds the larger of the two.
   """
   here = [s for s in sizes.values() if not s.on_tff and execution == 'inprocess']
   on_tff = [s for s in sizes.values() if s.on_tff or execution != 'inprocess']
@@ -240,6 +245,10 @@ def estimate_run(sizes: Mapping[str, ProcessSizes],
                  (WORKING_MODELS_WITH_STATE if s.client_state else WORKING_MODELS)) +
       (threads + 1) * (s.model + s.client_state) + s.model for s in here
   ] + [0])
+  if evaluates:  # The evaluation's activations, where they outgrow the training steps'.
+    round_bytes += max(
+        0, evaluation_forward -
+        max([threads * ACTIVATIONS_PER_FORWARD * s.forward for s in here] + [0]))
   if here:  # What the allocator keeps of the rounds of the algorithms after the largest.
     round_bytes += KEPT_MODELS_PER_ALGORITHM * (sum(s.model for s in here) - max(s.model
                                                                                  for s in here))
@@ -400,6 +409,7 @@ def plan(sizes: Mapping[str, ProcessSizes],
          storage: str,
          execution: str,
          evaluates: bool,
+         evaluation_forward: int = 0,
          budget: Optional[int] = None) -> tuple[Estimate, Optional[int], Optional[str]]:
   """The run's estimate, what it may use (`budget`, else `available_bytes()`), and, when the
   estimate is larger, the one-line refusal naming the settings that would fit (None when it
@@ -408,6 +418,7 @@ def plan(sizes: Mapping[str, ProcessSizes],
   common: dict[str, Any] = dict(clients_with_state=clients_with_state,
                                 clients_per_round=clients_per_round,
                                 evaluates=evaluates,
+                                evaluation_forward=evaluation_forward,
                                 base=base)
   estimate = estimate_run(sizes, threads=threads, storage=storage, execution=execution, **common)
   available = budget if budget is not None else available_bytes()
