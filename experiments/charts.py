@@ -15,7 +15,7 @@ import json
 import math
 import pathlib
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Optional
 
 import matplotlib
@@ -38,12 +38,27 @@ def label(name: str) -> str:
 
 
 def _cell(values: Sequence[Optional[float]]) -> str:
-  values = [v for v in values if v is not None]
-  if not values:
+  known = [v for v in values if v is not None]
+  if not known:
     return '-'
-  if len(values) == 1:
-    return f'{values[0]:.4f} (1)'
-  return f'{statistics.mean(values):.4f} [{min(values):.4f}, {max(values):.4f}] ({len(values)})'
+  if len(known) == 1:
+    return f'{known[0]:.4f} (1)'
+  return f'{statistics.mean(known):.4f} [{min(known):.4f}, {max(known):.4f}] ({len(known)})'
+
+
+def _value(curve, round_num: int, metric: str) -> float:
+  """The curve's value at a round it has evaluated (one of its `round`s)."""
+  value = curve.at(round_num, metric)
+  assert value is not None, (round_num, metric)
+  return value
+
+
+def _summary(run_dir: pathlib.Path) -> dict:
+  """A finished run's summary (`RunFileError` for a run without one)."""
+  summary = run_files.summary(run_dir)
+  if summary is None:
+    raise run_files.RunFileError(f'{run_dir} has no {run_files.SUMMARY_FILE}: it has not finished.')
+  return summary
 
 
 # ---------------------------------------------------------------------------------------------
@@ -71,7 +86,7 @@ def seed_table(curves: Mapping[str, Sequence[Curve]],
   for name, per_seed in curves.items():
     cells = []
     for r in reached:
-      values = [c.at(r, metric) for c in per_seed]
+      values = [_value(c, r, metric) for c in per_seed]
       cells.append(f'{sum(values) / len(values):.4f} [{min(values):.4f}, {max(values):.4f}]')
     lines.append(f'| {label(name)} | ' + ' | '.join(cells) + ' |')
   return f'{title}, mean over {seeds} {unit} [min, max]:\n\n' + '\n'.join(lines) + '\n'
@@ -123,7 +138,8 @@ def seed_orderings(curves: Mapping[str, Sequence[Curve]], metric: str = 'accurac
       seeds = list(curves[one]) + list(curves[other])
       rounds = sorted(set.intersection(*(set(c.round) for c in seeds)))
       total = {
-          n: sign * sum(c.at(r, metric) for c in curves[n] for r in rounds) for n in (one, other)
+          n: sign * sum(_value(c, r, metric) for c in curves[n] for r in rounds)
+          for n in (one, other)
       }
       high, low = (one, other) if total[one] >= total[other] else (other, one)
       result = ordering(curves[high], curves[low], metric)
@@ -217,19 +233,21 @@ def group_curves(seeds: Sequence[runs_lib.Seed]) -> dict[str, list[Curve]]:
   for i, seed in enumerate(seeds):
     for other in seeds[:i]:
       pairs = [(seed.curve(a), other.curve(a)) for a in sorted(shared)]
-      if pairs and all(
-          (c.round, c.accuracy, c.loss) == (d.round, d.accuracy, d.loss) for c, d in pairs):
+      if pairs and all(c is not None and d is not None and
+                       (c.round, c.accuracy, c.loss) == (d.round, d.accuracy, d.loss)
+                       for c, d in pairs):
         raise run_files.RunFileError(
             f'{"+".join(seed.refs)} and {"+".join(other.refs)} are one run twice (every curve '
             'equal, round for round): a copy, or a seed that draws nothing here. Count it once.')
-  result = collections.OrderedDict()
+  result: dict[str, list[Curve]] = collections.OrderedDict()
   for seed in seeds:
     for run_curves in seed.curves:
       for algorithm in run_curves:
         if algorithm in shared and algorithm not in result:
           result[algorithm] = []
   for algorithm in result:
-    result[algorithm] = [seed.curve(algorithm) for seed in seeds]
+    # Every seed has a shared algorithm's curve.
+    result[algorithm] = [c for c in (seed.curve(algorithm) for seed in seeds) if c is not None]
   return result
 
 
@@ -265,7 +283,7 @@ def _draw_seed_curves(drawing: spec.SeedCurves, figure, results, folder) -> str:
 
 def _draw_against(drawing: spec.AgainstParameter, figure, results, folder) -> str:
   seeds = results.select((figure.name,))
-  points = collections.defaultdict(lambda: collections.defaultdict(list))
+  points: dict = collections.defaultdict(lambda: collections.defaultdict(list))
   band = collections.defaultdict(list)
   banded = 'fedavg' not in drawing.algorithms
   for seed in seeds:
@@ -287,7 +305,7 @@ def _draw_against(drawing: spec.AgainstParameter, figure, results, folder) -> st
                            squeeze=False)
   for ax, r in zip(axes[0], drawing.rounds):
     for algorithm in drawing.algorithms:
-      by_x = points.get((algorithm, r), {})
+      by_x: dict = points.get((algorithm, r), {})
       present = [x for x in xs if by_x.get(x)]
       if not present:
         continue
@@ -339,7 +357,7 @@ def _draw_against(drawing: spec.AgainstParameter, figure, results, folder) -> st
 
 def masking_rows(cell_dir: pathlib.Path) -> list[dict]:
   """One table row per process of a finished masking cell (`run_masking`'s run directory)."""
-  summary = run_files.summary(cell_dir)
+  summary = _summary(cell_dir)
   table = []
   for name in summary['config']['algorithms']:
 
@@ -409,7 +427,7 @@ def _plot_survival_curves(cells: Sequence[pathlib.Path], path: pathlib.Path) -> 
   styles = {'mask_none': '-', 'mask_independent': ':', 'mask_synchronized': '--'}
   fig, ax = plt.subplots(figsize=(8, 5))
   for cell in cells:
-    algorithms = run_files.summary(cell)['config']['algorithms']
+    algorithms = _summary(cell)['config']['algorithms']
     for name in algorithms:
       points = run_files.rows_of(cell, name, 'train/aggregator/survival/survival_normalized')
       text = cell.name if len(algorithms) == 1 else f'{cell.name} {name}'
@@ -582,7 +600,7 @@ def exponent(points: Sequence[ScalingPoint], algorithm: str, gap: float,
   """The exponent of `algorithm`'s rounds to `gap` in delta (see `spec.SparsityScaling`)."""
   mine = [p for p in points if p.algorithm == algorithm]
   seeds = sorted({p.seed for p in mine})
-  by_percent = collections.defaultdict(dict)
+  by_percent: dict[float, dict] = collections.defaultdict(dict)
   for p in mine:
     by_percent[p.keep_percent][p.seed] = p
   sparse = [
@@ -592,13 +610,14 @@ def exponent(points: Sequence[ScalingPoint], algorithm: str, gap: float,
   ]
   usable = [r for r in sparse if all(p.rounds_to.get(gap) for p in by_percent[r].values())]
   censored = tuple(r for r in sparse if r not in usable)
-  slopes = [
+  fitted = [
       fit_slope([by_percent[r][s].density
                  for r in usable], [by_percent[r][s].rounds_to[gap]
                                     for r in usable])
       for s in seeds
   ]
-  if len(usable) < 2 or not slopes or None in slopes:
+  slopes = [slope for slope in fitted if slope is not None]
+  if len(usable) < 2 or not fitted or len(slopes) < len(fitted):
     return Exponent(None, None, len(seeds), tuple(usable), censored)
   half = (_T95.get(len(slopes) - 1, 1.96) * statistics.stdev(slopes) /
           math.sqrt(len(slopes)) if len(slopes) > 1 else None)
@@ -718,7 +737,7 @@ def _draw_scaling(drawing: spec.SparsityScaling, figure, results, folder) -> str
 
 # ---------------------------------------------------------------------------------------------
 
-_DRAWERS = {
+_DRAWERS: dict[type, Callable[..., str]] = {
     spec.SeedCurves: _draw_seed_curves,
     spec.AgainstParameter: _draw_against,
     spec.MaskingTable: _draw_masking,

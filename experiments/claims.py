@@ -19,7 +19,7 @@ The papers give no thresholds; ours are named here, with what they mean.
 import operator
 import statistics
 from collections.abc import Callable, Sequence
-from typing import Optional
+from typing import Any, Optional
 
 from experiments import charts
 from experiments import runs as runs_lib
@@ -72,6 +72,19 @@ def _mean(seeds,
       for s in seeds
   ]
   return None if not values or None in values else statistics.mean(values)
+
+
+def _known(values: Sequence[Optional[float]]) -> Optional[list[float]]:
+  """`values` when every one is known, else None."""
+  known = [v for v in values if v is not None]
+  return known if len(known) == len(values) else None
+
+
+def _at(seeds, algorithm: str, round_num: int, metric: str = 'accuracy') -> float:
+  """`_mean` where every seed has evaluated the algorithm after `round_num` rounds."""
+  value = _mean(seeds, algorithm, round_num, metric)
+  assert value is not None, (algorithm, round_num)
+  return value
 
 
 def _rounds(seed, algorithm: str) -> set[int]:
@@ -241,8 +254,8 @@ def sooner(results,
       if missing:  # A comparison with a method the seed lacks is no comparison.
         return Value(None, f'{seed.refs[0]} has no {", ".join(missing)}')
       end = _end(seed, names, round)
-      finals = [_window(seed, a, end) for a in names] if end is not None else [None]
-      if None in finals:
+      finals = _known([_window(seed, a, end) for a in names]) if end is not None else None
+      if end is None or finals is None:
         return Value(None, '-')
       target = fraction * min(finals)
       reached = [
@@ -282,8 +295,8 @@ def leads(
       if missing:  # A comparison with a method the seed lacks is no comparison.
         return Value(None, f'{seed.refs[0]} has no {", ".join(missing)}')
       end = _end(seed, names, round)
-      values = [_window(seed, a, end, metric) for a in names] if end is not None else [None]
-      if None in values:
+      values = (_known([_window(seed, a, end, metric) for a in names]) if end is not None else None)
+      if end is None or values is None:
         return Value(None, '-')
       best = max(values[1:]) if sign > 0 else min(values[1:])
       margins.append(sign * (values[0] - best))
@@ -310,7 +323,7 @@ def curve_gap(
     return Value(None, '-')
   every = sorted(set.intersection(*(_rounds(s, a) for s in seeds for a in (above, below))))
   every = [r for r in every if 0 < r <= round]
-  gaps = [(_mean(seeds, above, r, metric) - _mean(seeds, below, r, metric), r) for r in every]
+  gaps = [(_at(seeds, above, r, metric) - _at(seeds, below, r, metric), r) for r in every]
   if not gaps:
     return Value(None, '-')
   largest, where = max(gaps)
@@ -350,10 +363,10 @@ def worst_drop(results, baseline: spec.Select, others: Sequence[spec.Select], al
   """The lowest, over `others`, of (mean accuracy there - mean accuracy of `baseline`); None
   when one of them has no runs."""
   base = _mean(_seeds(results, baseline), algorithm, round)
-  drops = [_mean(_seeds(results, s), algorithm, round) for s in others]
-  if base is None or None in drops:
+  known = _known([_mean(_seeds(results, s), algorithm, round) for s in others])
+  if base is None or known is None:
     return Value(None, '-')
-  drops = [d - base for d in drops]
+  drops = [d - base for d in known]
   return Value(min(drops), f'{min(drops):+.3f}')
 
 
@@ -374,10 +387,11 @@ def scaling_exponents(results, figure: str, gap: float) -> Value:
   points = charts.scaling_points(drawing, fig, results, f_star)
   fitted = [charts.exponent(points, a, gap, drawing.sparse_at_most) for a in drawing.algorithms]
   text = ', '.join(f'{charts.label(a)} {e.text()}' for a, e in zip(drawing.algorithms, fitted))
-  if any(e.mean is None for e in fitted):
+  means = _known([e.mean for e in fitted])
+  if means is None:
     return Value(None, text)
   spread = sum(e.half_width or 0.0 for e in fitted)
-  return Value(fitted[0].mean - fitted[1].mean - spread, text)
+  return Value(means[0] - means[1] - spread, text)
 
 
 def chosen_tau(results, figure: str) -> Value:
@@ -450,12 +464,12 @@ def accuracy_falls_with_survival(results,
   return Value(float(falls), f'{listed} ({"falls" if falls else "does not fall"})')
 
 
-MEASURES: dict[str, Callable[..., Value]] = {
-    f.__name__: f
-    for f in (accuracy, each, gap, ratio, spread, smallest_margin, ordering, sooner, leads,
-              curve_gap, lead_rounds, without_runs, worst_drop, scaling_exponents, chosen_tau,
-              survival, survives_and_trains, cells, accuracy_falls_with_survival)
-}
+_MEASURES: list[Callable[..., Value]] = [
+    accuracy, each, gap, ratio, spread, smallest_margin, ordering, sooner, leads, curve_gap,
+    lead_rounds, without_runs, worst_drop, scaling_exponents, chosen_tau, survival,
+    survives_and_trains, cells, accuracy_falls_with_survival
+]
+MEASURES: dict[str, Callable[..., Value]] = {f.__name__: f for f in _MEASURES}
 
 # ---------------------------------------------------------------------------------------------
 # Verdicts and the table.
@@ -504,7 +518,7 @@ def _reads(claim: spec.Claim):
 
   for m in [t.measure for t in claim.holds + claim.partly] + list(claim.shows):
     for key, value in m.args.items():
-      yield from visit(spec.Select((value,)) if key == 'figure' else value)
+      yield from visit(spec.Select((str(value),)) if key == 'figure' else value)
 
 
 def runs_read(results, claim: spec.Claim) -> list[str]:
@@ -530,7 +544,7 @@ def rounds_needed(claim: spec.Claim) -> Optional[int]:
   """The last round the claim's tests read (their `round` arguments; what it shows beside is
   read where it is), or None when one of them reads a whole run (the last evaluation, a
   curve, a masking cell)."""
-  rounds = [t.measure.args.get('round') for t in claim.holds + claim.partly]
+  rounds: list[Any] = [t.measure.args.get('round') for t in claim.holds + claim.partly]
   return None if not rounds or None in rounds else max(rounds)
 
 

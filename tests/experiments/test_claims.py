@@ -2,11 +2,14 @@
 holds and where it does not, and the verdict's order."""
 
 import dataclasses
+import functools
 import json
 import os
 import pathlib
 import re
 import tempfile
+from collections.abc import Callable
+from typing import Optional
 
 from absl.testing import parameterized
 import tensorflow as tf
@@ -29,15 +32,15 @@ PAPER_CLAIMS = pathlib.Path(
 
 @dataclasses.dataclass(frozen=True)
 class Scenario:
-  accuracy: callable
-  loss: callable = None
-  survival: callable = None
+  accuracy: Callable[[str, dict, str, int], float]
+  loss: Optional[Callable[[str, dict, str, int], float]] = None
+  survival: Optional[Callable[[dict], float]] = None
 
 
 def _config(run: spec.Run) -> dict:
   """What a run of these flags records: the preset's values, then the flags'."""
   flags = {k: v for k, v in run.flags.items() if k not in ('preset', 'algorithms')}
-  values = dict(presets.PRESETS.get(run.flags.get('preset'), {}))
+  values = dict(presets.PRESETS.get(str(run.flags.get('preset')), {}))
   values.update(flags)
   values.pop('task', None)
   defaults = config_lib.as_dict(config_lib.ExperimentConfig(output_dir='x'))
@@ -53,20 +56,27 @@ def _write(base: pathlib.Path, figures, scenario: Scenario) -> None:
   for name in wanted:
     for run in by_name[name].runs:
       config = _config(run)
-      algorithms = run.flags['algorithms'].split(',')
-      every = int(run.flags.get('eval_every', 10))
+      algorithms = str(run.flags['algorithms']).split(',')
+      every = int(str(run.flags.get('eval_every', 10)))
       evals = sorted(set(range(0, run.rounds + 1, every)) | {run.rounds})
       curve = lambda a, c=config, n=name: (lambda r: scenario.accuracy(n, c, a, r))
-      loss = ({a: (lambda r, a=a, c=config, n=name: scenario.loss(n, c, a, r)) for a in algorithms}
-              if scenario.loss else None)
-      extra = {}
+      loss = None
+      if scenario.loss is not None:
+        loss = {a: functools.partial(scenario.loss, name, config, a) for a in algorithms}
+      extra: dict[str, Callable[[int], float]] = {}
       if run.binary == spec.RUN_MASKING:
-        value = lambda r, c=config: scenario.survival(c)
-        extra = {
-            f'{a}/train/survival/{c}': fn for a in algorithms
-            for c, fn in (('survival', value), ('survival_normalized', value), ('s_max',
-                                                                                lambda r: 10.0))
-        }
+        assert scenario.survival is not None
+        survival = scenario.survival(config)
+
+        def survival_at(_: int, value: float = survival) -> float:
+          return value
+
+        def s_max(_: int) -> float:
+          return 10.0
+
+        column: Callable[[int], float] = survival_at
+        columns = (('survival', column), ('survival_normalized', column), ('s_max', s_max))
+        extra = {f'{a}/train/survival/{c}': fn for a in algorithms for c, fn in columns}
       synthetic_runs.write_run(base / name / run.name, {a: curve(a) for a in algorithms},
                                config,
                                run.rounds,
