@@ -28,7 +28,7 @@ The estimate's terms (bytes; `M` a model's trainable weights, `S` a client's sta
              algorithms' rounds (`KEPT_MODELS_PER_ALGORITHM` models each);
   TFF        an algorithm on TFF's runtime (TFF's own FedAvg): the `worker_binary`'s copies
              of the model for every client of the round (`TFF_MODELS_PER_CLIENT`): TFF's
-             runtime holds a round's clients at once, whatever its concurrency or subrounds.
+             local runtime holds a round's clients at once, whatever its concurrency.
 
 The constants are fitted to the peaks `python -m benchmarks.memory` measures
 (`docs/performance.md`, "Memory").
@@ -254,8 +254,8 @@ def estimate_run(sizes: Mapping[str, ProcessSizes],
                                                                                  for s in here))
   tff_bytes: float = 0
   if on_tff and execution != 'remote':
-    # TFF's runtime holds every client's values of a round at once: neither its concurrency
-    # (--max_concurrent_computation_calls) nor its subrounds bound it (measured on the FC).
+    # TFF's runtime holds every client's values of a call at once, whatever its concurrency
+    # (--max_concurrent_computation_calls); its local runtime runs a round as one call.
     tff_bytes = TFF_WORKER_BASE + max(
         clients_per_round * (TFF_MODELS_PER_CLIENT * s.model + s.client_state) for s in on_tff)
     # The driver also holds what it sends and receives: the server state and the states
