@@ -4,7 +4,9 @@ import os
 import signal
 import time
 import types
+from unittest import mock
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -14,6 +16,8 @@ from tff_flare.algorithms import registry
 from tff_flare.execution import cleanup
 from tff_flare.execution import modes
 from tff_flare.execution import remote
+from tff_flare.experiment import config as config_lib
+from tff_flare.experiment import runner
 
 
 class PhasesTest(tf.test.TestCase):
@@ -118,6 +122,50 @@ class LocalWorkerDeathTest(tf.test.TestCase):
     # SIGSTOP (a paused machine, a debugger): the worker fails nothing and answers nothing;
     # without the probe the round waits forever.
     self._next_after_signal(signal.SIGSTOP, 3, 'answered nothing for more than 3 s during a call')
+
+
+class SubroundsTest(tf.test.TestCase):
+
+  def _final_weights(self, execution: str, tff_subrounds: int, names) -> dict:
+    rng = np.random.default_rng(5)
+    data = {
+        f'c{i}': tiny_models.dataset_from_arrays(
+            rng.normal(size=(8, 4)).astype(np.float32),
+            rng.integers(0, 3, size=(8, 1)).astype(np.int32), 4) for i in range(4)
+    }
+    result = runner.simulate({name: tiny_models.tiny_process(name) for name in names},
+                             data,
+                             rounds=2,
+                             execution=execution,
+                             tff_subrounds=tff_subrounds,
+                             log=lambda _: None)
+    return result.model_weights
+
+  def test_rounds_in_subrounds_equal_whole_rounds(self):
+    # TFF's FedAvg on TFF's local runtime beside an in-process algorithm; every algorithm on
+    # TFF's runtime, FLARE's client states included (`next_in_phases`).
+    for execution, names in (('inprocess', ('tff_fedavg', 'ec')), ('local', ('flare',))):
+      whole = self._final_weights(execution, 1, names)
+      native = tff.backends.native
+      with mock.patch.object(native,
+                             'create_mergeable_comp_execution_context',
+                             wraps=native.create_mergeable_comp_execution_context) as mergeable:
+        split = self._final_weights(execution, 3, names)
+      self.assertEqual(mergeable.call_args.kwargs['num_subrounds'], 3, execution)
+      for name in names:
+        self.assertAllClose(whole[name].trainable,
+                            split[name].trainable,
+                            rtol=1e-5,
+                            atol=1e-6,
+                            msg=f'{execution} {name}')
+
+  def test_bad_subrounds_are_one_line(self):
+    for value, message in ((0, 'tff_subrounds must be an int >= 1'),
+                           (5, r'tff_subrounds \(5\) must be at most the clients a round \(4\)')):
+      with self.assertRaisesRegex(config_lib.ConfigError, message):
+        self._final_weights('inprocess', value, ('tff_fedavg',))
+    with self.assertRaisesRegex(ValueError, "tff_subrounds is for TFF's local runtime"):
+      modes.build_execution('remote', ['localhost:1'], tff_subrounds=2)
 
 
 if __name__ == '__main__':

@@ -11,10 +11,12 @@ import threading
 import time
 from unittest import mock
 
+import grpc
 import numpy as np
 import portpicker
 import tensorflow as tf
 import tensorflow_federated as tff
+from tensorflow_federated.proto.v0 import executor_pb2
 
 from tff_flare.algorithms import ec
 from tff_flare.algorithms import fedavg
@@ -333,6 +335,25 @@ class WorkerMemoryTest(tf.test.TestCase):
     # default: on the FC (145 MB a model) TFF's worker grew by about 1 GB a round until it
     # was killed. The values held at once do not grow with the rounds.
     self.assertEqual(_most_values_held_by_the_worker(6), _most_values_held_by_the_worker(2))
+
+  def test_values_dropped_after_a_worker_died_print_nothing(self):
+    # The run ends with one line from the call that found the worker gone; the values still
+    # alive are dropped afterwards, and TFF disposes of each from its finalizer, where an
+    # error prints a traceback. Dispose on a gone worker is a no-op; any other call still
+    # names the worker.
+    port = portpicker.pick_unused_port()
+    channel = remote._WorkerChannel(grpc.insecure_channel(f'localhost:{port}'),
+                                    f'localhost:{port}',
+                                    remote.ExecutionStats([f'localhost:{port}']),
+                                    unavailable_timeout_s=_TIMEOUT_S,
+                                    death=lambda: 'exited with code -9')
+    stub = tff.framework.RemoteExecutorGrpcStub(channel)
+    try:
+      self.assertIsNone(stub.dispose(executor_pb2.DisposeRequest()))
+      with self.assertRaisesRegex(remote.WorkerUnavailableError, 'exited with code -9'):
+        stub.compute(executor_pb2.ComputeRequest())
+    finally:
+      channel.close()
 
 
 class BadInputTest(tf.test.TestCase):

@@ -84,6 +84,15 @@ def _sizes(**kinds):
   }
 
 
+# A round of 10 clients with states in memory, 2 threads, in-process, with evaluation.
+_FULL_ROUND = dict(clients_with_state=10,
+                   clients_per_round=10,
+                   threads=2,
+                   storage='memory',
+                   execution='inprocess',
+                   evaluates=True)
+
+
 class EstimateTest(tf.test.TestCase):
 
   def _estimate(self, sizes, **changes):
@@ -146,12 +155,7 @@ class EstimateTest(tf.test.TestCase):
 
   def test_refusal_names_what_fits(self):
     sizes = _sizes(flare='stateful', ec='stateful')
-    common = dict(clients_with_state=10,
-                  clients_per_round=10,
-                  threads=2,
-                  storage='memory',
-                  execution='inprocess',
-                  evaluates=True)
+    common = _FULL_ROUND
     estimate, available, refusal = memory.plan(sizes, budget=2**50, **common)
     self.assertIsNone(refusal)
     base = memory.resident_bytes()
@@ -166,6 +170,20 @@ class EstimateTest(tf.test.TestCase):
     self.assertNotIn('\n', refusal)
     _, _, refusal = memory.plan(sizes, budget=2**20, **common)  # Nothing fits.
     self.assertIn('What fits: nothing of these settings', refusal)
+
+  def test_subrounds_bound_tffs_worker_and_a_refusal_names_them(self):
+    sizes = _sizes(tff_fedavg='tff')
+    whole = self._estimate(sizes)
+    in_five = self._estimate(sizes, tff_subrounds=5)  # 10 clients: 2 a subround.
+    # The worker holds 2 clients' values, not 10, and the mergeable context's own.
+    self.assertEqual(whole.tff - in_five.tff,
+                     (8 * memory.TFF_MODELS_PER_CLIENT - memory.SUBROUND_MODELS) * 100 * 2**20)
+    self.assertLess(in_five.total, whole.total)
+    common = _FULL_ROUND
+    base = memory.resident_bytes()
+    in_two = memory.estimate_run(sizes, **dict(common, base=base, tff_subrounds=2)).total
+    _, _, refusal = memory.plan(sizes, budget=in_two + 2**26, **common)
+    self.assertIn('--tff_subrounds=2 (', refusal)
 
 
 class MeasuredTest(tf.test.TestCase):

@@ -175,9 +175,10 @@ class LocalExecution(Execution):
 
   name = 'local'
 
-  def __init__(self, timeout_s: float = 60.0):
+  def __init__(self, timeout_s: float = 60.0, subrounds: int = 1):
     super().__init__()
     self._timeout_s = timeout_s
+    self._subrounds = subrounds
 
   def __enter__(self) -> 'LocalExecution':
     worker = self._stack.enter_context(workers.LoopbackWorkers(1))
@@ -185,15 +186,18 @@ class LocalExecution(Execution):
     context = self._stack.enter_context(
         remote.worker_execution(worker.addresses[0],
                                 unavailable_timeout_s=self._timeout_s,
-                                death=lambda: worker.death(0)))
+                                death=lambda: worker.death(0),
+                                num_subrounds=self._subrounds))
     self.stats = context.stats
     return self
 
   def bind(self, process: process_lib.AlgorithmProcess) -> BoundProcess:
-    return _OnTff(process, use_phases=False)
+    # In subrounds each client must train once: phases, as on remote workers.
+    return _OnTff(process, use_phases=self._subrounds > 1)
 
   def where(self, process: process_lib.AlgorithmProcess) -> str:
-    return "TFF's local runtime"
+    return "TFF's local runtime" + (f' in {self._subrounds} subrounds'
+                                    if self._subrounds > 1 else '')
 
 
 class RemoteExecution(Execution):
@@ -226,10 +230,14 @@ class InProcessExecution(Execution):
 
   name = 'inprocess'
 
-  def __init__(self, num_threads: Optional[int] = None, timeout_s: float = 60.0):
+  def __init__(self,
+               num_threads: Optional[int] = None,
+               timeout_s: float = 60.0,
+               tff_subrounds: int = 1):
     super().__init__()
     self._num_threads = num_threads
     self._timeout_s = timeout_s
+    self._tff_subrounds = tff_subrounds
     self._local: Optional[LocalExecution] = None
     self._bound: list[inprocess.InProcessProcess] = []
     self._model_pools: list[inprocess.ModelPool] = []  # Client models, one pool a model_fn.
@@ -243,7 +251,8 @@ class InProcessExecution(Execution):
     functions = process.round_functions
     if functions is None:  # `runs_only_on_tff`.
       if self._local is None:
-        self._local = self._stack.enter_context(LocalExecution(self._timeout_s))
+        self._local = self._stack.enter_context(LocalExecution(self._timeout_s,
+                                                               self._tff_subrounds))
       return self._local.bind(process)
     model_fn = functions.model_fn
     pool = next((p for p in self._model_pools if p.model_fn is model_fn), None)
@@ -256,8 +265,9 @@ class InProcessExecution(Execution):
 
   def where(self, process: process_lib.AlgorithmProcess) -> str:
     if process.runs_only_on_tff:
-      return ("TFF's local runtime (TFF's own algorithm, or a TFF aggregation factory: it "
-              'cannot run in-process)')
+      return ("TFF's local runtime" +
+              (f' in {self._tff_subrounds} subrounds' if self._tff_subrounds > 1 else '') +
+              " (TFF's own algorithm, or a TFF aggregation factory: it cannot run in-process)")
     return 'in-process'
 
 
@@ -268,7 +278,8 @@ MAX_TIMEOUT_S = 7 * 24 * 3600
 def validate_execution(execution: str,
                        worker_addresses: Sequence[str] | str = (),
                        timeout_s: float = 60.0,
-                       num_threads: Optional[int] = None) -> None:
+                       num_threads: Optional[int] = None,
+                       tff_subrounds: int = 1) -> None:
   """Raises `ValueError` for an unknown mode, bad workers, or options the mode does not take."""
   if execution not in EXECUTIONS:
     raise ValueError(f'Unknown execution {execution!r}; known: {", ".join(EXECUTIONS)}.')
@@ -281,13 +292,19 @@ def validate_execution(execution: str,
     remote.parse_workers(worker_addresses)
   if num_threads is not None and (not hyperparameters.is_int(num_threads) or num_threads < 1):
     raise ValueError(f'The number of client threads must be an int >= 1, got {num_threads!r}.')
+  if not hyperparameters.is_int(tff_subrounds) or tff_subrounds < 1:
+    raise ValueError(f'tff_subrounds must be an int >= 1, got {tff_subrounds!r}.')
+  if execution == 'remote' and tff_subrounds > 1:
+    raise ValueError('tff_subrounds is for TFF\'s local runtime; with --execution=remote a '
+                     'round has one subround a worker.')
 
 
 def build_execution(execution: str = 'local',
                     worker_addresses: Sequence[str] | str = (),
                     *,
                     timeout_s: float = 60.0,
-                    num_threads: Optional[int] = None) -> Execution:
+                    num_threads: Optional[int] = None,
+                    tff_subrounds: int = 1) -> Execution:
   """The execution mode `execution` (see the module docstring); enter it with `with`.
 
   Args:
@@ -296,13 +313,15 @@ def build_execution(execution: str = 'local',
     timeout_s: how long a TFF worker may not answer (at start or during a round; a local
       worker that has died ends the run at once).
     num_threads: clients trained at once in-process (default: the number of CPUs).
+    tff_subrounds: rounds on TFF's local runtime run in this many subrounds (TFF's mergeable
+      context over its one worker): the worker holds a subround's clients at once.
 
   Raises:
     ValueError: see `validate_execution`.
   """
-  validate_execution(execution, worker_addresses, timeout_s, num_threads)
+  validate_execution(execution, worker_addresses, timeout_s, num_threads, tff_subrounds)
   if execution == 'local':
-    return LocalExecution(timeout_s)
+    return LocalExecution(timeout_s, tff_subrounds)
   if execution == 'inprocess':
-    return InProcessExecution(num_threads, timeout_s)
+    return InProcessExecution(num_threads, timeout_s, tff_subrounds)
   return RemoteExecution(worker_addresses, timeout_s)

@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Optional
 
+from absl import logging
 import grpc
 import tensorflow_federated as tff
 from tensorflow_federated.python.core.backends.native import compiler
@@ -262,7 +263,34 @@ class _WorkerChannel:
                                     request_serializer=serialize,
                                     response_deserializer=deserialize,
                                     **kwargs)
-    return _WatchedRpc(rpc, self._address, self._outage, self._timeout_s, self._death)
+    watched = _WatchedRpc(rpc, self._address, self._outage, self._timeout_s, self._death)
+    return _Disposal(watched) if method.endswith(_DISPOSE_METHOD) else watched
+
+
+# The RPC that frees values on a worker. TFF calls it from the finalizers of the values the
+# driver drops, where an error is printed as a traceback and changes nothing.
+_DISPOSE_METHOD = '/Dispose'
+
+
+class _Disposal:
+  """The Dispose RPC of a worker that may be gone: its failure is not an error.
+
+  A run whose worker has died or become unreachable ends with `WorkerUnavailableError` from
+  the call that found it; the values still alive then are dropped afterwards, and each drop's
+  Dispose would fail again in a finalizer, printing a traceback after the run's one line.
+  There is nothing left to free on a worker that is gone, so the failure is logged and
+  dropped, as TFF's own `RemoteExecutor` does for the DisposeExecutor RPC.
+  """
+
+  def __init__(self, rpc: _WatchedRpc):
+    self._rpc = rpc
+
+  def __call__(self, request, **kwargs):
+    try:
+      return self._rpc(request, **kwargs)
+    except (grpc.RpcError, WorkerUnavailableError) as e:
+      logging.debug('Dispose on a worker that does not answer, ignored: %s', e)
+      return None
 
 
 def _connect(address: str, connect_timeout_s: float) -> grpc.Channel:
@@ -341,16 +369,19 @@ def remote_execution(workers: Sequence[str] | str,
 
 
 @contextlib.contextmanager
-def worker_execution(
-    address: str,
-    *,
-    connect_timeout_s: float = 20.0,
-    unavailable_timeout_s: float = 60.0,
-    death: Optional[Callable[[], Optional[str]]] = None) -> Iterator[RemoteExecution]:
+def worker_execution(address: str,
+                     *,
+                     connect_timeout_s: float = 20.0,
+                     unavailable_timeout_s: float = 60.0,
+                     death: Optional[Callable[[], Optional[str]]] = None,
+                     num_subrounds: int = 1) -> Iterator[RemoteExecution]:
   """TFF's local runtime over the worker at `address`, with its traffic counted.
 
   The same context `tff.backends.native.create_sync_local_cpp_execution_context` builds over
-  the worker it starts itself (a `SyncExecutionContext`, whole computations, no subrounds).
+  the worker it starts itself (a `SyncExecutionContext`, whole computations, no subrounds);
+  with `num_subrounds` > 1, TFF's mergeable context over it instead, which runs a round's
+  clients in that many calls one after another: the worker holds one call's clients at once,
+  and the driver sends each call the server state.
   TFF retries a call to a worker that does not answer forever; here the run ends with
   `WorkerUnavailableError` at once when `death()` says the worker process has ended, and
   after `unavailable_timeout_s` of no answer otherwise.
@@ -360,8 +391,17 @@ def worker_execution(
   channel = _WorkerChannel(_connect(address, connect_timeout_s), address, stats,
                            unavailable_timeout_s, death)
   try:
-    context = tff.framework.SyncExecutionContext(executor_fn=_worker_executor_factory(channel),
-                                                 **_CONTEXT_ARGS)
+    context: tff.framework.MergeableCompExecutionContext | tff.framework.SyncExecutionContext
+    if num_subrounds > 1:
+      context = tff.backends.native.create_mergeable_comp_execution_context(
+          [
+              tff.framework.AsyncExecutionContext(executor_fn=_worker_executor_factory(channel),
+                                                  **_CONTEXT_ARGS)
+          ],
+          num_subrounds=num_subrounds)
+    else:
+      context = tff.framework.SyncExecutionContext(executor_fn=_worker_executor_factory(channel),
+                                                   **_CONTEXT_ARGS)
     with tff.framework.get_context_stack().install(context):
       yield RemoteExecution(addresses=[address], context=context, stats=stats)
   finally:

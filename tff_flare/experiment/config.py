@@ -36,8 +36,9 @@ CLIENT_WEIGHTINGS = ('uniform', 'num_examples')
 RETIRED_FIELDS = {'mask_weighting': 'client_weighting'}  # Update masking's own p_k knob.
 # Settings a resumed run may change: they do not change what a round computes.
 RESUMABLE_FIELDS = ('output_dir', 'rounds', 'eval_every', 'checkpoint_every', 'execution',
-                    'workers', 'worker_timeout_s', 'client_threads', 'allow_nonfinite_rounds',
-                    'client_state_storage', 'data_path', 'data_dir', 'memory_budget_gib')
+                    'workers', 'worker_timeout_s', 'client_threads', 'tff_subrounds',
+                    'allow_nonfinite_rounds', 'client_state_storage', 'data_path', 'data_dir',
+                    'memory_budget_gib')
 
 # Knobs the runner itself reads for every run, whatever trains: E repeats every client's data
 # (`runner.build_task`), though only EC-FFL declares it among its parameters.
@@ -91,6 +92,11 @@ class RunSettings:
                               host_only=True)
   client_threads: Optional[int] = _(None, 'With --execution=inprocess: clients trained at once '
                                     '(default: the number of CPUs).')
+  tff_subrounds: int = _(1, "Rounds on TFF's local runtime (TFF's own algorithms; every "
+                         'algorithm with --execution=local) run in this many subrounds, one '
+                         "after another (TFF's mergeable context): its worker holds a "
+                         "subround's clients at once, not the round's, and the driver sends "
+                         'each subround the server state (slower).')
   allow_nonfinite_rounds: bool = _(False, 'Go on after a round in which an algorithm diverged '
                                    '(by default the run stops there).')
   memory_budget_gib: Optional[float] = _(None, 'GiB this run may use at its peak (default: its '
@@ -251,7 +257,11 @@ def validate_run(settings: RunSettings, population: int) -> None:
         f'Unknown client_state_storage {settings.client_state_storage!r}; known: '
         f'{", ".join(CLIENT_STATE_STORAGES)}.')
     modes.validate_execution(settings.execution, settings.workers, settings.worker_timeout_s,
-                             settings.client_threads)
+                             settings.client_threads, settings.tff_subrounds)
+    _check(
+        settings.tff_subrounds <= per_round,
+        f'tff_subrounds ({settings.tff_subrounds}) must be at most the clients a round '
+        f'({per_round}).')
     budget = settings.memory_budget_gib
     _check(budget is None or (hyperparameters.is_number(budget) and 0 < budget <= 2**20),
            f'memory_budget_gib must be a number of GiB in (0, 1048576], got {budget!r}.')

@@ -687,6 +687,7 @@ def _check_memory(processes: dict, first_dataset: tf.data.Dataset, population: i
       execution=settings.execution,
       evaluates=test_data is not None,
       evaluation_forward=max([forward(p, 'test') for p in processes.values()] + [0]),
+      tff_subrounds=settings.tff_subrounds,
       budget=budget)
   if refusal:
     raise config_lib.ConfigError(refusal)
@@ -747,7 +748,8 @@ def _run_processes(
   execution = modes.build_execution(settings.execution,
                                     settings.workers,
                                     timeout_s=settings.worker_timeout_s,
-                                    num_threads=settings.client_threads)
+                                    num_threads=settings.client_threads,
+                                    tff_subrounds=settings.tff_subrounds)
   with execution, memory.PeakSampler() as peak:
     runs: list[loop.AlgorithmRun] = []
     for name, process in processes.items():

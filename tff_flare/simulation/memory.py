@@ -28,13 +28,16 @@ The estimate's terms (bytes; `M` a model's trainable weights, `S` a client's sta
              algorithms' rounds (`KEPT_MODELS_PER_ALGORITHM` models each);
   TFF        an algorithm on TFF's runtime (TFF's own FedAvg): the `worker_binary`'s copies
              of the model for every client of the round (`TFF_MODELS_PER_CLIENT`): TFF's
-             local runtime holds a round's clients at once, whatever its concurrency.
+             local runtime holds a round's clients at once, whatever its concurrency; in
+             subrounds (`tff_subrounds`) a subround's, and the mergeable context's own
+             values (`SUBROUND_MODELS`, `DRIVER_STATES_PER_SUBROUND`).
 
 The constants are fitted to the peaks `python -m benchmarks.memory` measures
 (`docs/performance.md`, "Memory").
 """
 
 import dataclasses
+import math
 import pathlib
 import threading
 import time
@@ -68,6 +71,13 @@ TFF_MODELS_PER_CLIENT = 4.0
 # per algorithm after the first (fitted on the FC, one round, states on disk: 1 algorithm
 # 4.55 GiB, 3 algorithms 5.67, 5 algorithms 6.37, about 3.4-4.1 models each).
 KEPT_MODELS_PER_ALGORITHM = 4.0
+# TFF's round in subrounds (`tff_subrounds`, TFF's mergeable context over its one worker),
+# fitted on TFF's FedAvg on the FC, 10 clients, two rounds (docs/performance.md): server
+# states the driver holds per subround (each subround's arguments and partial aggregate, in
+# Python), and model-sized values of the mergeable context besides its clients' (the worker
+# held about 8 more than 4 a client of its call, the driver about 5 more before the round).
+DRIVER_STATES_PER_SUBROUND = 1.5
+SUBROUND_MODELS = 14.0
 # TFF's worker at rest: the runtime and its compiled computations (fitted).
 TFF_WORKER_BASE = int(0.7 * GIB)
 # What a refusal says (`plan`): a scheduler of runs (`reproduce`) recognizes it.
@@ -213,7 +223,8 @@ def estimate_run(sizes: Mapping[str, ProcessSizes],
                  execution: str,
                  base: int,
                  evaluates: bool = True,
-                 evaluation_forward: int = 0) -> Estimate:
+                 evaluation_forward: int = 0,
+                 tff_subrounds: int = 1) -> Estimate:
   """The peak of a run training `sizes`' algorithms side by side.
 
   Args:
@@ -228,6 +239,7 @@ def estimate_run(sizes: Mapping[str, ProcessSizes],
     evaluation_forward: the evaluation's forward pass on one test batch (`forward_bytes`),
       which may be larger than a training step's (the image tasks evaluate in batches of at
       least 500): the allocator's pool holds the larger of the two.
+    tff_subrounds: subrounds of a round on TFF's local runtime (`tff_subrounds`).
   """
   here = [s for s in sizes.values() if not s.on_tff and execution == 'inprocess']
   on_tff = [s for s in sizes.values() if s.on_tff or execution != 'inprocess']
@@ -256,12 +268,17 @@ def estimate_run(sizes: Mapping[str, ProcessSizes],
   if on_tff and execution != 'remote':
     # TFF's runtime holds every client's values of a call at once, whatever its concurrency
     # (--max_concurrent_computation_calls); its local runtime runs a round as one call.
+    per_call = math.ceil(clients_per_round / tff_subrounds)
     tff_bytes = TFF_WORKER_BASE + max(
-        clients_per_round * (TFF_MODELS_PER_CLIENT * s.model + s.client_state) for s in on_tff)
+        per_call * (TFF_MODELS_PER_CLIENT * s.model + s.client_state) for s in on_tff)
     # The driver also holds what it sends and receives: the server state and the states
     # (with 'files', the clients' computations read and write their states themselves).
     moved = 0 if storage == 'files' else 2 * clients_per_round
     round_bytes = max(round_bytes, max(2 * s.server_state + moved * s.client_state for s in on_tff))
+    if tff_subrounds > 1:  # TFF's mergeable context: each subround's arguments, in Python.
+      round_bytes += tff_subrounds * DRIVER_STATES_PER_SUBROUND * max(
+          s.server_state for s in on_tff)
+      tff_bytes += SUBROUND_MODELS * max(s.model for s in on_tff)
   floor = sum(s.server_state + (s.client_state * clients_with_state if storage == 'memory' else 0)
               for s in sizes.values())
   floor += max(threads * (2 * s.model + s.client_state) + s.model for s in sizes.values())
@@ -410,6 +427,7 @@ def plan(sizes: Mapping[str, ProcessSizes],
          execution: str,
          evaluates: bool,
          evaluation_forward: int = 0,
+         tff_subrounds: int = 1,
          budget: Optional[int] = None) -> tuple[Estimate, Optional[int], Optional[str]]:
   """The run's estimate, what it may use (`budget`, else `available_bytes()`), and, when the
   estimate is larger, the one-line refusal naming the settings that would fit (None when it
@@ -420,7 +438,12 @@ def plan(sizes: Mapping[str, ProcessSizes],
                                 evaluates=evaluates,
                                 evaluation_forward=evaluation_forward,
                                 base=base)
-  estimate = estimate_run(sizes, threads=threads, storage=storage, execution=execution, **common)
+  estimate = estimate_run(sizes,
+                          threads=threads,
+                          storage=storage,
+                          execution=execution,
+                          tff_subrounds=tff_subrounds,
+                          **common)
   available = budget if budget is not None else available_bytes()
   if available is None or estimate.total <= available:
     return estimate, available, None
@@ -435,9 +458,20 @@ def plan(sizes: Mapping[str, ProcessSizes],
     options.update(changes)
     if options == dict(threads=threads, storage=storage, execution=execution):
       continue
-    total = estimate_run(sizes, **options, **common).total
+    total = estimate_run(sizes, **options, tff_subrounds=tff_subrounds, **common).total
     if total <= available:
       fits.append(f'{label} ({total / GIB:.1f} GiB)')
+  if estimate.tff:  # The fewest subrounds of TFF's round that fit.
+    for subrounds in range(tff_subrounds + 1, clients_per_round + 1):
+      total = estimate_run(sizes,
+                           threads=threads,
+                           storage=storage,
+                           execution=execution,
+                           tff_subrounds=subrounds,
+                           **common).total
+      if total <= available:
+        fits.append(f'--tff_subrounds={subrounds} ({total / GIB:.1f} GiB)')
+        break
   if len(sizes) > 1:
     alone = {
         name: estimate_run({
@@ -446,6 +480,7 @@ def plan(sizes: Mapping[str, ProcessSizes],
                            threads=threads,
                            storage=storage,
                            execution=execution,
+                           tff_subrounds=tff_subrounds,
                            **common).total for name, s in sizes.items()
     }
     if min(alone.values()) <= available:
