@@ -112,6 +112,55 @@ class TwoLoopbackWorkersTest(tf.test.TestCase):
       for name in ('flare', 'ec', 'ec_clipped'):
         self.assertAllClose(local_row[name]['train'], remote_row[name]['train'], rtol=1e-5)
 
+  def test_states_in_files_a_round_moves_the_model_out_and_a_sum_back(self):
+    # The workers return their clients' sums and the driver runs the server's round
+    # (`modes._ServerOnDriver`): a round moves the model out and a model-sized sum back per
+    # worker. TFF's mergeable context, running the round whole, also merges two partial sums
+    # on a worker and runs the part after the merge with the model again: five model-sized
+    # transfers per worker on one, ten in all on two.
+    task = tasks.build_task('digits_demo', num_clients=6, batch_size=32, epochs=1)
+    optimizer = tff.learning.optimizers.build_sgdm(0.1, momentum=0.9)
+    process = flare.build_flare(task.model_fn,
+                                keep_percent=5.0,
+                                client_optimizer=optimizer,
+                                tau=0.05,
+                                tau_decay=1.1,
+                                reg_steps=1)
+    model_bytes = 4 * process.num_trainable_parameters
+    ids = task.train_data.client_ids[:4]
+    datasets = task.client_datasets(ids, 0)
+    inputs = process.client_inputs(ids)
+
+    def two_rounds(execution, run_round, folder):
+      bound = execution.bind(process)
+      state = bound.initialize()
+      read = [''] * 4
+      moved = []
+      for generation in range(2):
+        write = [os.path.join(folder, f'{i}_g{generation}_') for i in ids]
+        execution.stats.reset()
+        state = run_round(bound, state, read, write).state
+        moved.append(execution.stats.total_bytes())
+        read = write
+      return bound.get_model_weights(state).trainable, moved
+
+    base = self.get_temp_dir()
+    with worker.LoopbackWorkers(2) as workers:
+      with modes.build_execution('remote', workers.addresses) as execution:
+        split, split_bytes = two_rounds(
+            execution, lambda bound, state, read, write: bound.next_with_state_files(
+                state, datasets, read, write, inputs), os.path.join(base, 'split'))
+        # The same round as one computation through TFF's mergeable context.
+        whole, whole_bytes = two_rounds(
+            execution, lambda bound, state, read, write: modes._OnTff.next_with_state_files(
+                bound, state, datasets, read, write, inputs), os.path.join(base, 'whole'))
+    self.assertEmpty(_worker_pids(workers.addresses))
+    self.assertAllClose(whole, split, rtol=1e-5, atol=1e-6)
+    for split_round, whole_round in zip(split_bytes, whole_bytes):
+      # Two workers: 4 model-sized transfers, against 10 (and the same data and file names).
+      self.assertLess(split_round, whole_round - 5 * model_bytes)
+      self.assertGreater(split_round, 4 * model_bytes)
+
 
 def _config(output_dir, **overrides):
   values = dict(output_dir=output_dir,

@@ -110,6 +110,14 @@ def compose(
                                    metrics=metrics,
                                    client_states=new_client_states)
 
+  with_files = (None, None)
+  if functions.stateful:
+    with_files = _rounds_with_state_files(model_fn,
+                                          functions,
+                                          state_type,
+                                          clients,
+                                          server_phase_body,
+                                          plain_sum=model_aggregator is None)
   get_model_weights, set_model_weights = build_model_weights_accessors(
       state_type, clients.model_weights_type)
   return process_lib.AlgorithmProcess(
@@ -124,9 +132,8 @@ def compose(
       record_test_loss=_record_test_loss(functions, state_type),
       phases=_round_phases(clients, server_phase_body, state_type, summable_type)
       if functions.stateful else None,
-      next_with_state_files=_next_with_state_files(model_fn, functions, state_type, clients,
-                                                   server_phase_body)
-      if functions.stateful else None,
+      next_with_state_files=with_files[0],
+      client_sums_with_state_files=with_files[1],
       round_functions=functions if model_aggregator is None else None)
 
 
@@ -291,11 +298,13 @@ def write_state_files(prefix: tf.Tensor, state) -> None:
     tf.io.write_file(prefix + f'{i}.tensor', tf.io.serialize_tensor(leaf))
 
 
-def _next_with_state_files(model_fn: ModelFn, functions: round_functions_lib.RoundFunctions,
-                           state_type, clients: _ClientSide, server_phase_body):
-  """`next` whose clients read and write their own states as files (see
-  `process.AlgorithmProcess.next_with_state_files`): `compose`'s round, the client work
-  wrapped in the reading and writing of its state."""
+def _rounds_with_state_files(model_fn: ModelFn, functions: round_functions_lib.RoundFunctions,
+                             state_type, clients: _ClientSide, server_phase_body,
+                             plain_sum: bool) -> tuple[tff.Computation, Optional[tff.Computation]]:
+  """`(next_with_state_files, client_sums_with_state_files)` (see
+  `process.AlgorithmProcess`): `compose`'s round with the client work wrapped in the reading
+  and writing of its state, whole and up to the clients' sum. The second is None unless `plain_sum` (the server's
+  round is `federated_sum` and `update_server`: no TFF aggregation factory)."""
 
   model_weights_type, data_type = clients.model_weights_type, clients.data_type
   client_input_type, round_params = clients.client_input_type, clients.round_params
@@ -317,9 +326,10 @@ def _next_with_state_files(model_fn: ModelFn, functions: round_functions_lib.Rou
     return run(server_weights, params, dataset, read_prefix, write_prefix, client_input)
 
   prefix_type = tff.FederatedType(np.str_, tff.CLIENTS)
+  clients_types = (tff.FederatedType(data_type, tff.CLIENTS), prefix_type, prefix_type,
+                   tff.FederatedType(client_input_type, tff.CLIENTS))
 
-  @tff.federated_computation(state_type, tff.FederatedType(data_type, tff.CLIENTS), prefix_type,
-                             prefix_type, tff.FederatedType(client_input_type, tff.CLIENTS))
+  @tff.federated_computation(state_type, *clients_types)
   def next_with_state_files(state, client_data, read_prefixes, write_prefixes, client_inputs):
     params = tff.federated_map(round_params, state.client_work)
     weights = clients.distributor.next(state.distributor, state.global_model_weights).result
@@ -328,7 +338,21 @@ def _next_with_state_files(model_fn: ModelFn, functions: round_functions_lib.Rou
                                   read_prefixes, write_prefixes, client_inputs))
     return server_phase_body(state, summable)
 
-  return next_with_state_files
+  if not plain_sum:
+    return next_with_state_files, None
+
+  @tff.federated_computation(tff.FederatedType(model_weights_type, tff.SERVER),
+                             tff.FederatedType(round_params.type_signature.result, tff.SERVER),
+                             *clients_types)
+  def client_sums_with_state_files(weights, params, client_data, read_prefixes, write_prefixes,
+                                   client_inputs):
+    # TFF's broadcast process (`distributor`) is a stateless `federated_broadcast`.
+    summable = tff.federated_map(client_work_with_files,
+                                 (tff.federated_broadcast(weights), tff.federated_broadcast(params),
+                                  client_data, read_prefixes, write_prefixes, client_inputs))
+    return tff.federated_sum(summable)
+
+  return next_with_state_files, client_sums_with_state_files
 
 
 def _server_phase(functions: round_functions_lib.RoundFunctions, initial_server_state,

@@ -121,6 +121,11 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
       serialized tensor; an empty read prefix is a new client) -> `(new state, metrics)`
       @SERVER. With no CLIENTS-placed result, TFF's distributed runtime runs it whole, each
       worker training its clients and summing their outputs. None without client state.
+    client_sums_with_state_files: the clients' part of `next_with_state_files`, for a driver
+      that runs the server's round itself (`modes.RemoteExecution`): `(model weights @SERVER,
+      round params @SERVER, client_data, read_prefixes, write_prefixes, client_inputs)` ->
+      the sum of the clients' `summable` outputs @SERVER (`RoundFunctions.client_work`).
+      None without client state or with a TFF aggregation factory.
     round_functions: the `RoundFunctions` the process wraps, or None for a process that runs
       only on TFF's runtime (TFF's own algorithms).
     runs_only_on_tff: True when `round_functions` is None.
@@ -143,6 +148,7 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
                record_test_loss=None,
                phases: Optional[RoundPhases] = None,
                next_with_state_files: Optional[tff.Computation] = None,
+               client_sums_with_state_files: Optional[tff.Computation] = None,
                round_functions: Optional[round_functions_lib.RoundFunctions] = None):
     super().__init__(initialize_fn, next_fn)
     self.initial_client_state = initial_client_state
@@ -153,6 +159,7 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
     self.record_test_loss = record_test_loss
     self.phases = phases
     self.next_with_state_files = next_with_state_files
+    self.client_sums_with_state_files = client_sums_with_state_files
     self.round_functions = round_functions
     self._client_inputs = client_inputs
 

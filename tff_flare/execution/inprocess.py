@@ -101,7 +101,7 @@ def _as_array(value) -> np.ndarray:
   return np.asarray(tf.convert_to_tensor(value).numpy())
 
 
-def _to_numpy(structure):
+def to_numpy(structure):
   return tf.nest.map_structure(_as_array, structure)
 
 
@@ -259,23 +259,23 @@ class InProcessProcess:
 
   @_fixed_graph_rewrites
   def initialize(self):
-    return _to_numpy(self._functions.initial_server_state(self._functions.initial_model_weights()))
+    return to_numpy(self._functions.initial_server_state(self._functions.initial_model_weights()))
 
   @_fixed_graph_rewrites
   def initial_client_state(self):
-    return _to_numpy(self._functions.initial_client_state())
+    return to_numpy(self._functions.initial_client_state())
 
   def get_model_weights(self, state):
     return state.global_model_weights
 
   def set_model_weights(self, state, model_weights):
-    return state._replace(global_model_weights=_to_numpy(model_weights))
+    return state._replace(global_model_weights=to_numpy(model_weights))
 
   @_fixed_graph_rewrites
   def record_test_loss(self, state, loss: float):
     if self._record is None:
       raise ValueError('This process does not use the test loss.')
-    return _to_numpy(self._record(_to_tensors(state), tf.constant(loss, tf.float32)))
+    return to_numpy(self._record(_to_tensors(state), tf.constant(loss, tf.float32)))
 
   @_fixed_graph_rewrites
   def next(self,
@@ -298,7 +298,7 @@ class InProcessProcess:
       raise ValueError(f'{len(client_data)} datasets, {len(client_states)} client states and '
                        f'{len(client_inputs)} client inputs: one of each per client.')
     state = _to_tensors(state)
-    params = self._round_params(state.client_work)
+    params = self.round_params(state)
     weights = state.global_model_weights
 
     def work(index):
@@ -338,14 +338,31 @@ class InProcessProcess:
       while waiting:
         done, future = waiting.popleft()
         take(done, future.result())
-    new_state, measurements = self._update_server(state, summed.total)
-    metrics = self._functions.round_metrics(state.client_work, summed.total, measurements)
-    # The server and client states stay tensors: copying 145 MB of FC weights out to numpy
-    # and back in would cost more than the round's arithmetic on them (`np.asarray` reads a
-    # tensor without a copy, for checkpoints).
+    new_state, metrics = self.server_round(state, summed.total)
     return process_lib.RoundOutput(state=new_state,
-                                   metrics=_to_numpy(metrics),
+                                   metrics=metrics,
                                    client_states=None if client_state_sink else new_states)
+
+  @_fixed_graph_rewrites
+  def round_params(self, state):
+    """What the server sends the round's clients beside the model (`RoundFunctions.round_params`
+    of the state's schedule), as tensors."""
+    return self._round_params(_to_tensors(state).client_work)
+
+  @_fixed_graph_rewrites
+  def server_round(self, state, summed):
+    """`(state, the round's summed client outputs) -> (new state, metrics)`: the server's part
+    of `next` (the aggregation, the server optimizer, the schedule, the metrics).
+
+    The new state stays tensors: copying 145 MB of FC weights out to numpy and back in would
+    cost more than the round's arithmetic on them (`np.asarray` reads a tensor without a copy,
+    for checkpoints); the metrics are numpy.
+    """
+    state = _to_tensors(state)
+    summed = _to_tensors(summed)
+    new_state, measurements = self._update_server(state, summed)
+    metrics = self._functions.round_metrics(state.client_work, summed, measurements)
+    return new_state, to_numpy(metrics)
 
   def _client_work_of(self, model: ResettableModel):
     """This process's client work on `model`, a `tf.function` (one per model)."""

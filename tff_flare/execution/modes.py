@@ -9,7 +9,9 @@
              `RoundFunctions`) still run on TFF's local runtime, which is then started too,
              and `Execution.where(process)` says so.
   remote     TFF workers on other machines (`remote`): TFF's mergeable context over them;
-             processes with client state run their round as two phases.
+             processes with client state run their round as two phases, or, with the
+             states in files the clients read and write, as the workers' sums of their
+             clients' outputs and the server's round run here (`_ServerOnDriver`).
 
 An `Execution` is a context manager; inside it, `bind(process)` gives the process's methods
 as this mode runs them (`BoundProcess`), so the loop calls the same methods whatever the
@@ -26,6 +28,8 @@ from collections.abc import Sequence
 from typing import Any, Optional, Protocol
 
 import attrs
+import numpy as np
+import tensorflow as tf
 
 from tff_flare.algorithms import hyperparameters
 from tff_flare.algorithms import process as process_lib
@@ -147,6 +151,42 @@ class _OnTff:
     return self._process.record_test_loss(state, loss)
 
 
+class _ServerOnDriver(_OnTff):
+  """On TFF workers, a process whose clients keep their states as files: the workers train
+  the round's clients and sum their outputs; this process runs the server's round.
+
+  TFF's mergeable context runs a whole round (`next_with_state_files`) as three kinds of call:
+  each worker's share up to the aggregation (the state out, a partial sum back), a merge of
+  two partial sums on a worker (two in, one back), and the part after the merge on one worker
+  with the first share's argument again (the state and the merged sum in, the new state
+  back): five model-sized transfers a round on one worker, ten on two. Here each worker gets
+  the model and the round's params with its share of the clients and returns its share's sum
+  (`client_sums_with_state_files`): two a worker. The sums are added in worker order and the
+  server's round runs as in-process (`inprocess.InProcessProcess.server_round`), the same
+  functions TFF's computation wraps. Rounds with client states held by the driver (`memory`,
+  `disk`) run as `_OnTff`'s two phases.
+  """
+
+  def __init__(self, process: process_lib.AlgorithmProcess, workers: remote.RemoteExecution):
+    super().__init__(process, use_phases=True)
+    self._workers = workers
+    self._server = inprocess.InProcessProcess(process, num_threads=1)
+
+  def next_with_state_files(self, state, client_data, read_prefixes, write_prefixes,
+                            client_inputs) -> process_lib.RoundOutput:
+    params = inprocess.to_numpy(self._server.round_params(state))
+    sums = self._workers.invoke_in_shares(
+        self._process.client_sums_with_state_files, (state.global_model_weights, params),
+        (list(client_data), list(read_prefixes), list(write_prefixes), list(client_inputs)))
+    summed = sums[0]
+    for share in sums[1:]:
+      summed = tf.nest.map_structure(np.add, summed, share)
+    new_state, metrics = self._server.server_round(state, summed)
+    return process_lib.RoundOutput(state=inprocess.to_numpy(new_state),
+                                   metrics=metrics,
+                                   client_states=None)
+
+
 class Execution:
   """Base of the three modes: a context manager that binds processes."""
 
@@ -209,16 +249,22 @@ class RemoteExecution(Execution):
     super().__init__()
     self.addresses = remote.parse_workers(addresses)
     self._timeout_s = timeout_s
+    self._workers: Optional[remote.RemoteExecution] = None
 
   def __enter__(self) -> 'RemoteExecution':
-    context = self._stack.enter_context(
+    workers_context = self._stack.enter_context(
         remote.remote_execution(self.addresses,
                                 connect_timeout_s=self._timeout_s,
                                 unavailable_timeout_s=self._timeout_s))
-    self.stats = context.stats
+    self._workers = workers_context
+    self.stats = workers_context.stats
     return self
 
   def bind(self, process: process_lib.AlgorithmProcess) -> BoundProcess:
+    if self._workers is None:
+      raise RuntimeError('Bind processes inside `with RemoteExecution(...)`.')
+    if process.client_sums_with_state_files is not None:
+      return _ServerOnDriver(process, self._workers)
     return _OnTff(process, use_phases=True)
 
   def where(self, process: process_lib.AlgorithmProcess) -> str:

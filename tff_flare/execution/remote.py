@@ -30,12 +30,17 @@ before any work (`connect_timeout_s`).
 Traffic. Every gRPC request and response is counted per worker (`ExecutionStats`): the
 bytes gRPC serializes and parses for it. TFF's mergeable context sends a subround's arguments to
 both halves of the cut (before and after the merge; for a result placed only at the server,
-the first subround's again), so a round moves more than TFF's local runtime moves between
-the driver and its own worker (`benchmarks/remote_round_time.py` measures both).
+the first subround's again) and merges partial sums on a worker, so a round moves more than
+TFF's local runtime moves between the driver and its own worker (`benchmarks/round_time.py`
+measures both). `RemoteExecution.invoke_in_shares` calls each worker's own context with its
+share of the clients and returns the workers' results to the driver unmerged
+(`modes._ServerOnDriver`: the clients' sums, the server's round run by the driver).
 """
 
+import asyncio
 import contextlib
 import dataclasses
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -44,6 +49,8 @@ from typing import Any, Optional
 from absl import logging
 import grpc
 import tensorflow_federated as tff
+from tensorflow_federated.python.common_libs import async_utils
+from tensorflow_federated.python.common_libs import structure
 from tensorflow_federated.python.core.backends.native import compiler
 from tensorflow_federated.python.core.environments.tensorflow_frontend import tensorflow_computation
 from tensorflow_federated.python.core.impl.executor_stacks import executor_factory
@@ -328,13 +335,59 @@ _CONTEXT_ARGS = dict(compiler_fn=compiler.desugar_and_transform_to_native,
                      transform_result=tensorflow_computation.transform_result)
 
 
+def share_bounds(num_clients: int, num_workers: int) -> list[tuple[int, int]]:
+  """`[(start, stop), ...]`: each worker's contiguous share of a round's clients, as TFF's
+  mergeable context cuts them (the first shares take one more where they do not divide);
+  workers beyond the clients get none."""
+  bounds, start = [], 0
+  for remaining_workers in range(num_workers, 0, -1):
+    size = math.ceil((num_clients - start) / remaining_workers)
+    if size == 0:
+      break
+    bounds.append((start, start + size))
+    start += size
+  return bounds
+
+
 @dataclasses.dataclass
 class RemoteExecution:
-  """The installed distributed context and its workers' traffic."""
+  """The installed distributed context, its workers' own contexts and their traffic."""
 
   addresses: list[str]
   context: tff.framework.MergeableCompExecutionContext | tff.framework.SyncExecutionContext
   stats: ExecutionStats
+  worker_contexts: list[tff.framework.AsyncExecutionContext] = dataclasses.field(
+      default_factory=list)
+  # One event loop thread for `invoke_in_shares`, started at its first call.
+  _async_runner: Optional[async_utils.AsyncThreadRunner] = dataclasses.field(default=None,
+                                                                             init=False,
+                                                                             repr=False)
+
+  def invoke_in_shares(self, comp: tff.Computation, shared: Sequence[Any],
+                       per_client: Sequence[Sequence[Any]]) -> list[Any]:
+    """`comp(*shared, *share)` on every worker at once, each with its contiguous share of
+    the clients' arguments (`per_client`: one list per CLIENTS-placed parameter, a value a
+    client); the workers' results in worker order. `comp` must place its result at the
+    server (a sum over its share's clients, say): nothing is merged here.
+    """
+    num_clients = len(per_client[0])
+    bounds = share_bounds(num_clients, len(self.worker_contexts))
+
+    async def all_shares():
+      return await asyncio.gather(*[
+          context.invoke(
+              comp,
+              structure.Struct.unnamed(*shared, *(list(values[start:stop])
+                                                  for values in per_client)))
+          for context, (start, stop) in zip(self.worker_contexts, bounds)
+      ])
+
+    return list(self._runner().run_coro_and_return_result(all_shares()))
+
+  def _runner(self) -> async_utils.AsyncThreadRunner:
+    if self._async_runner is None:
+      self._async_runner = async_utils.AsyncThreadRunner()
+    return self._async_runner
 
 
 @contextlib.contextmanager
@@ -362,7 +415,10 @@ def remote_execution(workers: Sequence[str] | str,
     ]
     context = tff.backends.native.create_mergeable_comp_execution_context(contexts)
     with tff.framework.get_context_stack().install(context):
-      yield RemoteExecution(addresses=addresses, context=context, stats=stats)
+      yield RemoteExecution(addresses=addresses,
+                            context=context,
+                            stats=stats,
+                            worker_contexts=contexts)
   finally:
     for channel in channels:
       channel.close()
