@@ -11,8 +11,9 @@ scaled per batch (what the experiment binary sends). Modes, each in this one run
              round's clients split in N subrounds, stateful processes in two phases.
   <mode>:files  the same, with the clients' states in files the client computations read
              and write themselves (`AlgorithmProcess.next_with_state_files`): no client state
-             crosses the driver, and a stateful `next` runs whole (`inprocess:files`: this
-             process reads and writes the files).
+             crosses the driver; a stateful round runs whole on TFF's local runtime, and on
+             workers as their clients' sums with the server's round on the driver
+             (`inprocess:files`: this process reads and writes the files).
 
 Per mode and algorithm: seconds per round (mean of the timed rounds; the first round, with
 tracing, is not timed), the bytes that crossed between the driver and TFF's worker(s) per
