@@ -161,6 +161,43 @@ class TwoLoopbackWorkersTest(tf.test.TestCase):
       self.assertLess(split_round, whole_round - 5 * model_bytes)
       self.assertGreater(split_round, 4 * model_bytes)
 
+  def test_without_client_state_a_round_moves_the_model_out_and_a_sum_back(self):
+    # FedAvg keeps no client state: its round is split the same way (`client_sums`).
+    task = tasks.build_task('digits_demo', num_clients=6, batch_size=32, epochs=1)
+    process = fedavg.build_fedavg(task.model_fn,
+                                  client_optimizer=tff.learning.optimizers.build_sgdm(0.1,
+                                                                                      momentum=0.9))
+    model_bytes = 4 * process.num_trainable_parameters
+    ids = task.train_data.client_ids[:4]
+    datasets = task.client_datasets(ids, 0)
+    inputs = process.client_inputs(ids)
+
+    def two_rounds(execution, run_round):
+      bound = execution.bind(process)
+      state = bound.initialize()
+      states = [bound.initial_client_state()] * 4
+      moved = []
+      for _ in range(2):
+        execution.stats.reset()
+        output = run_round(bound, state, states)
+        state = output.state
+        moved.append(execution.stats.total_bytes())
+        self.assertLen(output.client_states, 4)
+      return bound.get_model_weights(state).trainable, moved
+
+    with worker.LoopbackWorkers(2) as workers:
+      with modes.build_execution('remote', workers.addresses) as execution:
+        split, split_bytes = two_rounds(
+            execution, lambda bound, state, states: bound.next(state, datasets, states, inputs))
+        whole, whole_bytes = two_rounds(
+            execution,
+            lambda bound, state, states: modes._OnTff.next(bound, state, datasets, states, inputs))
+    self.assertEmpty(_worker_pids(workers.addresses))
+    self.assertAllClose(whole, split, rtol=1e-5, atol=1e-6)
+    for split_round, whole_round in zip(split_bytes, whole_bytes):
+      self.assertLess(split_round, whole_round - 5 * model_bytes)
+      self.assertGreater(split_round, 4 * model_bytes)
+
 
 def _config(output_dir, **overrides):
   values = dict(output_dir=output_dir,

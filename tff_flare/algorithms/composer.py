@@ -118,6 +118,9 @@ def compose(
                                           clients,
                                           server_phase_body,
                                           plain_sum=model_aggregator is None)
+  client_sums = None
+  if not functions.stateful and model_aggregator is None:
+    client_sums = _client_sums(clients)
   get_model_weights, set_model_weights = build_model_weights_accessors(
       state_type, clients.model_weights_type)
   return process_lib.AlgorithmProcess(
@@ -134,6 +137,7 @@ def compose(
       if functions.stateful else None,
       next_with_state_files=with_files[0],
       client_sums_with_state_files=with_files[1],
+      client_sums=client_sums,
       round_functions=functions if model_aggregator is None else None)
 
 
@@ -353,6 +357,23 @@ def _rounds_with_state_files(model_fn: ModelFn, functions: round_functions_lib.R
     return tff.federated_sum(summable)
 
   return next_with_state_files, client_sums_with_state_files
+
+
+def _client_sums(clients: _ClientSide) -> tff.Computation:
+  """The clients' part of a stateless process's `next`, for a driver that runs the server's
+  round itself (`process.AlgorithmProcess.client_sums`)."""
+
+  @tff.federated_computation(tff.FederatedType(clients.model_weights_type, tff.SERVER),
+                             tff.FederatedType(clients.round_params.type_signature.result,
+                                               tff.SERVER), *clients.federated_types)
+  def client_sums(weights, params, client_data, client_states, client_inputs):
+    # TFF's broadcast process (`distributor`) is a stateless `federated_broadcast`.
+    outputs = tff.federated_map(clients.client_work,
+                                (tff.federated_broadcast(weights), tff.federated_broadcast(params),
+                                 client_data, client_states, client_inputs))
+    return tff.federated_sum(outputs.summable)
+
+  return client_sums
 
 
 def _server_phase(functions: round_functions_lib.RoundFunctions, initial_server_state,

@@ -126,6 +126,10 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
       round params @SERVER, client_data, read_prefixes, write_prefixes, client_inputs)` ->
       the sum of the clients' `summable` outputs @SERVER (`RoundFunctions.client_work`).
       None without client state or with a TFF aggregation factory.
+    client_sums: the same for a process without client state: `(model weights @SERVER,
+      round params @SERVER, client_data, client_states, client_inputs)` -> the clients'
+      summed outputs @SERVER (the (empty) client states pass through `next`). None with client
+      state or with a TFF aggregation factory.
     round_functions: the `RoundFunctions` the process wraps, or None for a process that runs
       only on TFF's runtime (TFF's own algorithms).
     runs_only_on_tff: True when `round_functions` is None.
@@ -149,6 +153,7 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
                phases: Optional[RoundPhases] = None,
                next_with_state_files: Optional[tff.Computation] = None,
                client_sums_with_state_files: Optional[tff.Computation] = None,
+               client_sums: Optional[tff.Computation] = None,
                round_functions: Optional[round_functions_lib.RoundFunctions] = None):
     super().__init__(initialize_fn, next_fn)
     self.initial_client_state = initial_client_state
@@ -160,6 +165,7 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
     self.phases = phases
     self.next_with_state_files = next_with_state_files
     self.client_sums_with_state_files = client_sums_with_state_files
+    self.client_sums = client_sums
     self.round_functions = round_functions
     self._client_inputs = client_inputs
 

@@ -9,9 +9,10 @@
              `RoundFunctions`) still run on TFF's local runtime, which is then started too,
              and `Execution.where(process)` says so.
   remote     TFF workers on other machines (`remote`): TFF's mergeable context over them;
-             processes with client state run their round as two phases, or, with the
-             states in files the clients read and write, as the workers' sums of their
-             clients' outputs and the server's round run here (`_ServerOnDriver`).
+             processes with client state run their round as two phases; processes without
+             client state, or with the states in files the clients read and write, as the
+             workers' sums of their clients' outputs and the server's round run here
+             (`_ServerOnDriver`).
 
 An `Execution` is a context manager; inside it, `bind(process)` gives the process's methods
 as this mode runs them (`BoundProcess`), so the loop calls the same methods whatever the
@@ -95,6 +96,16 @@ def next_in_phases(process: process_lib.AlgorithmProcess, state, client_data, cl
                                  client_states=[o['client_state'] for o in outputs])
 
 
+def _to_sink(output: process_lib.RoundOutput,
+             client_state_sink: Optional[inprocess.ClientStateSink]) -> process_lib.RoundOutput:
+  """`output`, its client states given to `client_state_sink` (then None) when there is one."""
+  if client_state_sink is None:
+    return output
+  for index, client_state in enumerate(output.client_states):
+    client_state_sink(index, client_state)
+  return attrs.evolve(output, client_states=None)
+
+
 class _OnTff:
   """A process on the installed TFF context (its `next`, or its two phases)."""
 
@@ -120,11 +131,7 @@ class _OnTff:
     else:
       output = self._process.next(state, list(client_data), list(client_states),
                                   list(client_inputs))
-    if client_state_sink is None:
-      return output
-    for index, client_state in enumerate(output.client_states):
-      client_state_sink(index, client_state)
-    return attrs.evolve(output, client_states=None)
+    return _to_sink(output, client_state_sink)
 
   def next_with_state_files(self, state, client_data, read_prefixes, write_prefixes,
                             client_inputs) -> process_lib.RoundOutput:
@@ -152,19 +159,20 @@ class _OnTff:
 
 
 class _ServerOnDriver(_OnTff):
-  """On TFF workers, a process whose clients keep their states as files: the workers train
-  the round's clients and sum their outputs; this process runs the server's round.
+  """On TFF workers, a process whose clients keep no state, or keep it as files: the workers
+  train the round's clients and sum their outputs; this process runs the server's round.
 
-  TFF's mergeable context runs a whole round (`next_with_state_files`) as three kinds of call:
-  each worker's share up to the aggregation (the state out, a partial sum back), a merge of
-  two partial sums on a worker (two in, one back), and the part after the merge on one worker
-  with the first share's argument again (the state and the merged sum in, the new state
-  back): five model-sized transfers a round on one worker, ten on two. Here each worker gets
-  the model and the round's params with its share of the clients and returns its share's sum
-  (`client_sums_with_state_files`): two a worker. The sums are added in worker order and the
-  server's round runs as in-process (`inprocess.InProcessProcess.server_round`), the same
-  functions TFF's computation wraps. Rounds with client states held by the driver (`memory`,
-  `disk`) run as `_OnTff`'s two phases.
+  TFF's mergeable context runs a whole round (`next`, `next_with_state_files`) as three kinds
+  of call: each worker's share up to the aggregation (the state out, a partial sum back), a
+  merge of two partial sums on a worker (two in, one back), and the part after the merge on
+  one worker with the first share's argument again (the state and the merged sum in, the new
+  state back): five model-sized transfers a round on one worker, ten on two. Here each worker
+  gets the model and the round's params with its share of the clients and returns its share's
+  sum (`client_sums`, `client_sums_with_state_files`): two a worker. The sums are added in
+  worker order and the server's round runs as in-process
+  (`inprocess.InProcessProcess.server_round`), the same functions TFF's computation wraps.
+  Rounds with client states held by the driver (`memory`, `disk`) run as `_OnTff`'s two
+  phases.
   """
 
   def __init__(self, process: process_lib.AlgorithmProcess, workers: remote.RemoteExecution):
@@ -172,12 +180,35 @@ class _ServerOnDriver(_OnTff):
     self._workers = workers
     self._server = inprocess.InProcessProcess(process, num_threads=1)
 
+  def next(
+      self,
+      state,
+      client_data,
+      client_states,
+      client_inputs,
+      *,
+      client_state_sink: Optional[inprocess.ClientStateSink] = None) -> process_lib.RoundOutput:
+    if self._process.client_sums is None:
+      return super().next(state,
+                          client_data,
+                          client_states,
+                          client_inputs,
+                          client_state_sink=client_state_sink)
+    client_states = list(client_states)  # Empty: they pass through.
+    output = self._split_round(self._process.client_sums, state,
+                               (list(client_data), client_states, list(client_inputs)))
+    return _to_sink(attrs.evolve(output, client_states=client_states), client_state_sink)
+
   def next_with_state_files(self, state, client_data, read_prefixes, write_prefixes,
                             client_inputs) -> process_lib.RoundOutput:
-    params = inprocess.to_numpy(self._server.round_params(state))
-    sums = self._workers.invoke_in_shares(
-        self._process.client_sums_with_state_files, (state.global_model_weights, params),
+    return self._split_round(
+        self._process.client_sums_with_state_files, state,
         (list(client_data), list(read_prefixes), list(write_prefixes), list(client_inputs)))
+
+  def _split_round(self, client_sums, state, per_client) -> process_lib.RoundOutput:
+    params = inprocess.to_numpy(self._server.round_params(state))
+    sums = self._workers.invoke_in_shares(client_sums, (state.global_model_weights, params),
+                                          per_client)
     summed = sums[0]
     for share in sums[1:]:
       summed = tf.nest.map_structure(np.add, summed, share)
@@ -263,7 +294,7 @@ class RemoteExecution(Execution):
   def bind(self, process: process_lib.AlgorithmProcess) -> BoundProcess:
     if self._workers is None:
       raise RuntimeError('Bind processes inside `with RemoteExecution(...)`.')
-    if process.client_sums_with_state_files is not None:
+    if process.client_sums is not None or process.client_sums_with_state_files is not None:
       return _ServerOnDriver(process, self._workers)
     return _OnTff(process, use_phases=True)
 
