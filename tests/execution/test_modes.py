@@ -160,12 +160,17 @@ class SubroundsTest(tf.test.TestCase):
                             msg=f'{execution} {name}')
 
   def test_bad_subrounds_are_one_line(self):
-    for value, message in ((0, 'tff_subrounds must be an int >= 1'),
+    for value, message in ((0, r'tff_subrounds must be an int in \[1, 10000\], got 0'),
                            (5, r'tff_subrounds \(5\) must be at most the clients a round \(4\)')):
       with self.assertRaisesRegex(config_lib.ConfigError, message):
         self._final_weights('inprocess', value, ('tff_fedavg',))
     with self.assertRaisesRegex(ValueError, "tff_subrounds is for TFF's local runtime"):
       modes.build_execution('remote', ['localhost:1'], tff_subrounds=2)
+    # Built directly (no run's clients to bound it): a count TFF's context would copy an
+    # argument that many times for is refused, as are a bool and a float.
+    for value in (10**30, modes.MAX_SUBROUNDS + 1, True, 2.0):
+      with self.assertRaisesRegex(ValueError, 'tff_subrounds must be an int in'):
+        modes.build_execution('local', tff_subrounds=value)
 
 
 if __name__ == '__main__':

@@ -161,6 +161,11 @@ class TwoLoopbackWorkersTest(tf.test.TestCase):
       self.assertLess(split_round, whole_round - 5 * model_bytes)
       self.assertGreater(split_round, 4 * model_bytes)
 
+  def test_a_round_of_no_clients_is_refused_before_any_call(self):
+    workers = remote.RemoteExecution(addresses=[], context=None, stats=None)
+    with self.assertRaisesRegex(ValueError, 'needs at least one client'):
+      workers.invoke_in_shares(None, (), ([], []))
+
   def test_without_client_state_a_round_moves_the_model_out_and_a_sum_back(self):
     # FedAvg keeps no client state: its round is split the same way (`client_sums`).
     task = tasks.build_task('digits_demo', num_clients=6, batch_size=32, epochs=1)

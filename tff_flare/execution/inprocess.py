@@ -347,7 +347,7 @@ class InProcessProcess:
   def round_params(self, state):
     """What the server sends the round's clients beside the model (`RoundFunctions.round_params`
     of the state's schedule), as tensors."""
-    return self._round_params(_to_tensors(state).client_work)
+    return self._round_params(_to_tensors(state.client_work))
 
   @_fixed_graph_rewrites
   def server_round(self, state, summed):

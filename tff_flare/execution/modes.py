@@ -350,6 +350,9 @@ class InProcessExecution(Execution):
 
 # The longest worker timeout: a week (threads' waits end in OverflowError past ~9.2e9 s).
 MAX_TIMEOUT_S = 7 * 24 * 3600
+# TFF's mergeable context makes a list of this many copies of an argument that has no
+# CLIENTS-placed value (the model weights' accessors): a larger count would never finish.
+MAX_SUBROUNDS = 10_000
 
 
 def validate_execution(execution: str,
@@ -369,8 +372,9 @@ def validate_execution(execution: str,
     remote.parse_workers(worker_addresses)
   if num_threads is not None and (not hyperparameters.is_int(num_threads) or num_threads < 1):
     raise ValueError(f'The number of client threads must be an int >= 1, got {num_threads!r}.')
-  if not hyperparameters.is_int(tff_subrounds) or tff_subrounds < 1:
-    raise ValueError(f'tff_subrounds must be an int >= 1, got {tff_subrounds!r}.')
+  if not hyperparameters.is_int(tff_subrounds) or not 1 <= tff_subrounds <= MAX_SUBROUNDS:
+    raise ValueError(f'tff_subrounds must be an int in [1, {MAX_SUBROUNDS}], got '
+                     f'{tff_subrounds!r}.')
   if execution == 'remote' and tff_subrounds > 1:
     raise ValueError('tff_subrounds is for TFF\'s local runtime; with --execution=remote a '
                      'round has one subround a worker.')

@@ -40,7 +40,6 @@ share of the clients and returns the workers' results to the driver unmerged
 import asyncio
 import contextlib
 import dataclasses
-import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -53,6 +52,7 @@ from tensorflow_federated.python.common_libs import async_utils
 from tensorflow_federated.python.common_libs import structure
 from tensorflow_federated.python.core.backends.native import compiler
 from tensorflow_federated.python.core.environments.tensorflow_frontend import tensorflow_computation
+from tensorflow_federated.python.core.impl.execution_contexts import mergeable_comp_execution_context
 from tensorflow_federated.python.core.impl.executor_stacks import executor_factory
 from tensorflow_federated.python.core.impl.executors import executors_errors
 
@@ -335,20 +335,6 @@ _CONTEXT_ARGS = dict(compiler_fn=compiler.desugar_and_transform_to_native,
                      transform_result=tensorflow_computation.transform_result)
 
 
-def share_bounds(num_clients: int, num_workers: int) -> list[tuple[int, int]]:
-  """`[(start, stop), ...]`: each worker's contiguous share of a round's clients, as TFF's
-  mergeable context cuts them (the first shares take one more where they do not divide);
-  workers beyond the clients get none."""
-  bounds, start = [], 0
-  for remaining_workers in range(num_workers, 0, -1):
-    size = math.ceil((num_clients - start) / remaining_workers)
-    if size == 0:
-      break
-    bounds.append((start, start + size))
-    start += size
-  return bounds
-
-
 @dataclasses.dataclass
 class RemoteExecution:
   """The installed distributed context, its workers' own contexts and their traffic."""
@@ -367,20 +353,22 @@ class RemoteExecution:
                        per_client: Sequence[Sequence[Any]]) -> list[Any]:
     """`comp(*shared, *share)` on every worker at once, each with its contiguous share of
     the clients' arguments (`per_client`: one list per CLIENTS-placed parameter, a value a
-    client); the workers' results in worker order. `comp` must place its result at the
-    server (a sum over its share's clients, say): nothing is merged here.
+    client), cut as TFF's mergeable context cuts them; the workers' results in worker order.
+    `comp` must place its result at the server (a sum over its share's clients, say):
+    nothing is merged here.
+
+    Raises:
+      ValueError: a round of no clients (there is nothing to sum).
     """
-    num_clients = len(per_client[0])
-    bounds = share_bounds(num_clients, len(self.worker_contexts))
+    if not per_client or not len(per_client[0]):
+      raise ValueError('A round on workers needs at least one client.')
+    shares = mergeable_comp_execution_context._split_value_into_subrounds(  # pylint: disable=protected-access
+        structure.Struct.unnamed(*shared, *(list(values) for values in per_client)),
+        comp.type_signature.parameter, len(self.worker_contexts))
 
     async def all_shares():
-      return await asyncio.gather(*[
-          context.invoke(
-              comp,
-              structure.Struct.unnamed(*shared, *(list(values[start:stop])
-                                                  for values in per_client)))
-          for context, (start, stop) in zip(self.worker_contexts, bounds)
-      ])
+      return await asyncio.gather(
+          *[context.invoke(comp, share) for context, share in zip(self.worker_contexts, shares)])
 
     return list(self._runner().run_coro_and_return_result(all_shares()))
 
