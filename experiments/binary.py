@@ -162,7 +162,9 @@ def _parse_flags(argv: list[str]) -> list[str]:
     check_flag_files(argv)
     return flags.FLAGS(argv)
   except flags.Error as e:
-    print(f'error: {one_line(e)} (--helpfull lists the flags)', file=sys.stderr, flush=True)
+    # absl's flag-file errors begin 'ERROR:: ' of their own: one 'error:' a line.
+    message = one_line(e).removeprefix('ERROR:: ')
+    print(f'error: {message} (--helpfull lists the flags)', file=sys.stderr, flush=True)
   except UnicodeDecodeError as e:  # A --flagfile that is not UTF-8 text.
     print(f'error: a flag file is not UTF-8 text ({e.reason} at byte {e.start}).',
           file=sys.stderr,

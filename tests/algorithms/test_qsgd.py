@@ -81,7 +81,8 @@ class HandComputationTest(tf.test.TestCase):
                          qsgd_levels=0,
                          client_optimizer=tff.learning.optimizers.build_sgdm(0.1))
     # 1e39 levels are inf in float32: the run would send nothing and the model never move.
-    with self.assertRaisesRegex(ValueError, r'qsgd_levels must be an int in \[-2\^31, 2\^31\)'):
+    with self.assertRaisesRegex(
+        ValueError, r'qsgd_levels must be an int below 2\^31 \(the run counts in int32\)'):
       qsgd.build_qsgd_ef(tiny_models.softmax_model_fn(),
                          qsgd_levels=10**39,
                          client_optimizer=tff.learning.optimizers.build_sgdm(0.1))

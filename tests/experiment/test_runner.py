@@ -18,6 +18,8 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import tiny_models
+from tff_flare.execution import cleanup
+from tff_flare.execution import remote
 from tff_flare.experiment import config as config_lib
 from tff_flare.experiment import runner
 from tff_flare.simulation import hooks
@@ -775,6 +777,31 @@ class SimulateResumeTest(tf.test.TestCase):
     }, data, 2)
     for got, want in zip(again.model_weights['ec'].trainable, result.model_weights['ec'].trainable):
       np.testing.assert_array_equal(got, want)
+
+  def test_a_dead_worker_says_where_the_run_resumes_from(self):
+    # The worker's error says what happened to it; the run adds whether and where it resumes
+    # (a run in memory has nothing to resume; the worker cannot know which).
+    data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
+    for output, advice in (
+        (None, r'The run was in memory \(no output directory\): nothing to resume\.$'),
+        (pathlib.Path(self.get_temp_dir()) / 'dead_worker',
+         r'Started again on the same output directory, the run resumes from its checkpoint '
+         r'after round 0\.$')):
+      others = set(cleanup.local_worker_pids())  # Only the run's own worker is killed.
+
+      def kill_after_round_0(line, others=others):
+        if line.startswith('round 0 '):
+          for pid in set(cleanup.local_worker_pids()) - others:
+            os.kill(pid, signal.SIGKILL)
+
+      with self.assertRaisesRegex(
+          remote.WorkerUnavailableError,
+          r"TFF's local worker killed by signal 9 during a round \(UNAVAILABLE\)\. " + advice):
+        self._simulate(output, {'flare': self._process()},
+                       data,
+                       3,
+                       log=kill_after_round_0,
+                       execution='local')
 
   def test_a_ctrl_c_that_tensorflow_swallows_still_stops_the_run(self):
     # Python's own SIGINT handler, as in a terminal or a notebook (a shell's background job

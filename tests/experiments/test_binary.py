@@ -153,6 +153,9 @@ class BinaryTest(tf.test.TestCase):
             _start('run_experiment', '--flagfile', f'{out}/pipe', f'--output_dir={out}/piped'),
         r'error: --flagfile=.*/pipe is not a file':
             _start('reproduce', f'--flagfile={out}/nested.flags'),
+        # absl's own 'ERROR:: ' prefix dropped: one 'error:' on the line.
+        r'^error: Unable to open flagfile: .*No such file or directory: .*/absent\.flags':
+            _start('plot', f'--flagfile={out}/absent.flags'),
         'error: --results_dir=.*missing does not exist: no runs to summarize':
             _start('reproduce', '--summarize_only', f'--results_dir={out}/missing'),
         'error: --output=.*x.txt must name a .png file':

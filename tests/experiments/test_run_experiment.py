@@ -104,6 +104,14 @@ class MemoryTest(tf.test.TestCase):
         'ef21, ef21_dense.'
     ])
     self.assertFalse(os.path.exists(os.path.join(output, 'config.json')))
+    # A name that is no algorithm is named as such, not as a run that does not take the knob.
+    result = _run([
+        '--output_dir=' + output, '--algorithms=masked_fedavg', '--keep_probability=0.5',
+        '--rounds=1'
+    ])
+    self.assertEqual(result.returncode, 2, result.stderr[-3000:])
+    self.assertRegex(result.stderr.strip(),
+                     r"^error: Unknown algorithms \['masked_fedavg'\]; known: ")
 
   def test_the_run_records_its_estimated_and_measured_peak(self):
     output = os.path.join(self.get_temp_dir(), 'recorded')

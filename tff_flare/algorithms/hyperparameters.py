@@ -85,8 +85,9 @@ def check_representable(name: str, value: Any) -> None:
   if isinstance(value, bool):
     return
   if isinstance(value, int) and not -INT_LIMIT <= value < INT_LIMIT:
-    raise ValueError(f'{name} must be an int in [-2^31, 2^31) (the run counts in int32), got '
-                     f'{value}.')
+    # The bound it crossed: a count >= 1 told "[-2^31, 2^31)" would read as if -5 were fine.
+    bound = 'below 2^31' if value > 0 else 'of at least -2^31'
+    raise ValueError(f'{name} must be an int {bound} (the run counts in int32), got {value}.')
   if isinstance(value, float) and not (math.isfinite(value) and
                                        (value == 0 or FLOAT32_TINY <= abs(value) <= FLOAT32_MAX)):
     raise ValueError(f'{name} must be a finite number, 0 or of magnitude in [1.2e-38, 3.4e38] '

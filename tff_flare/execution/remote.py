@@ -61,11 +61,19 @@ _CHANNEL_OPTIONS = executor_factory._GRPC_CHANNEL_OPTIONS  # pylint: disable=pro
 
 
 class WorkerUnavailableError(RuntimeError):
-  """A TFF worker cannot be reached (down at start, or gone for too long during a round)."""
+  """A TFF worker cannot be reached (down at start, or gone for too long during a round).
+
+  The message says what happened to the worker; where the run resumes from is the runner's
+  to add (`with_advice`): only it knows whether the run has a checkpoint, or a directory."""
 
   def __init__(self, address: str, message: str):
     super().__init__(f'TFF worker {address}: {message}')
     self.address = address
+    self.message = message
+
+  def with_advice(self, advice: str) -> 'WorkerUnavailableError':
+    """The same error, `advice` appended to its message."""
+    return WorkerUnavailableError(self.address, f'{self.message} {advice}')
 
 
 def parse_workers(workers: Sequence[str] | str) -> list[str]:
@@ -153,15 +161,13 @@ class _WatchedRpc:
         death = self._death() if self._death is not None else None
         if death is not None:  # A worker of this process that has died: no retry can help.
           raise WorkerUnavailableError(
-              self._address, f"TFF's local worker {death} during a round ({e.code().name}). "
-              'Start the same command again to resume from the last checkpoint.') from e
+              self._address, f"TFF's local worker {death} during a round ({e.code().name}).") from e
         first = self._outage.setdefault('since', time.monotonic())
         if time.monotonic() - first > self._timeout_s:
           raise WorkerUnavailableError(
               self._address, f'unreachable for more than {self._timeout_s:.0f} s '
               f'({e.code().name}: {e.details()}). Restart it (python -m experiments.worker '
-              f'--port={self._address.rpartition(":")[2]}) and start the same command again '
-              'to resume from the last checkpoint.') from e
+              f'--port={self._address.rpartition(":")[2]}).') from e
       raise
     self._outage.pop('since', None)
     return response
@@ -194,8 +200,7 @@ class _WatchedRpc:
         raise WorkerUnavailableError(
             self._address, f'answered nothing for more than {self._timeout_s:.0f} s during a '
             'call (a stopped or frozen process, a paused machine, a broken link?). Restart it '
-            f'(python -m experiments.worker --port={self._address.rpartition(":")[2]}) and '
-            'start the same command again to resume from the last checkpoint.'
+            f'(python -m experiments.worker --port={self._address.rpartition(":")[2]}).'
             if death is None else f"TFF's local worker {death} during a round.")
 
 

@@ -40,6 +40,7 @@ from tff_flare.algorithms import process as process_lib
 from tff_flare.algorithms import registry as algorithms
 from tff_flare.execution import cleanup
 from tff_flare.execution import modes
+from tff_flare.execution import remote
 from tff_flare.experiment import config as config_lib
 from tff_flare.experiment import run_files
 from tff_flare.simulation import checkpoints as checkpoints_lib
@@ -815,6 +816,13 @@ def _run_processes(
                       end_round=settings.rounds,
                       hooks=run_hooks,
                       execution_stats=execution.stats)
+    except remote.WorkerUnavailableError as e:  # Where this run resumes from, if anywhere.
+      last = last_checkpoint()
+      raise e.with_advice(
+          'The run was in memory (no output directory): nothing to resume.' if output is None else
+          'Started again on the same output directory, the run resumes from ' +
+          ('round 0 (no checkpoint yet).'
+           if last is None else f'its checkpoint after round {last - 1}.')) from e
     except (tf.errors.InvalidArgumentError, grpc.RpcError) as e:  # Labels past the classes.
       said = what_tf_says(e)
       if said is None:
