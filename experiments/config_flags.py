@@ -13,14 +13,16 @@ a sequence a list flag (comma-separated); a knob whose default is None (p, `reg_
 int or 'all') a string flag read back as an int where it is one.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 import dataclasses
 import sys
+import types
 import typing
 from typing import Any, Optional
 
 from absl import flags
 
+from experiments import presets
 from tff_flare.algorithms import hyperparameters
 from tff_flare.algorithms import registry
 from tff_flare.experiment import config as config_lib
@@ -129,3 +131,47 @@ def check_knobs_taken(holders: dict[str, flags.FlagHolder],
         f'{", ".join("--" + n for n in unused)} given, but no algorithm of this run '
         f'({", ".join(algorithms)}) takes it: ' +
         '; '.join(f'{n} is a knob of {", ".join(t)}' for n, t in takers.items()) + '.')
+
+
+def build_config(holders: dict[str, flags.FlagHolder],
+                 *,
+                 preset: Optional[str],
+                 output_dir: str,
+                 flag_values: flags.FlagValues = flags.FLAGS) -> config_lib.ExperimentConfig:
+  """The configuration the flags give: the preset's (if any) with the flags given on the
+  command line over it, else every flag's value (`run_experiment`, `run_masking`)."""
+  if preset:
+    return presets.config_from_preset(preset, output_dir,
+                                      **values(holders, only_present=True, flag_values=flag_values))
+  return config_lib.ExperimentConfig(output_dir=output_dir,
+                                     **values(holders, flag_values=flag_values))
+
+
+def set_defaults(defaults: Mapping[str, Any], flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """`defaults` as the flags' defaults (the masking study's, `run_masking`)."""
+  for name, value in defaults.items():
+    flag_values.set_default(name, list(value) if isinstance(value, tuple) else value)
+
+
+def config_of_args(
+    args: Sequence[str],
+    *,
+    output_dir: str,
+    defaults: Mapping[str, Any] = types.MappingProxyType({})
+) -> config_lib.ExperimentConfig:
+  """The configuration a binary of this project builds from command-line `args` (`--name=value`,
+  `--preset=...`; over `defaults`, as `run_masking`'s study), parsed by absl as the binary
+  parses them, without running it: a scheduler checks every run before it starts any.
+
+  Raises:
+    config_lib.ConfigError: a flag absl refuses (an unknown name, a value of another type).
+  """
+  flag_values = flags.FlagValues()
+  holders = define(flag_values=flag_values)
+  preset = flags.DEFINE_string('preset', None, 'preset', flag_values=flag_values)
+  set_defaults(defaults, flag_values)
+  try:
+    flag_values(['check', *args])
+  except flags.Error as e:
+    raise config_lib.ConfigError(str(e)) from e
+  return build_config(holders, preset=preset.value, output_dir=output_dir, flag_values=flag_values)

@@ -79,11 +79,15 @@ def main(argv):
     config_lib.check_path_form(directory, 'Run directory')
   run_dirs = [pathlib.Path(d) for d in argv[1:]]
   try:
+    if not _SEEDS.value and flags.FLAGS[_TABLE_ROUNDS.name].present:  # It would change nothing.
+      raise binary.BadInput('--table_rounds is the table of --seeds; without it there is none.')
     if _SEEDS.value:
       try:
         rounds = [int(r) for r in _TABLE_ROUNDS.value]
       except ValueError as e:
         raise binary.BadInput(f'--table_rounds takes round numbers: {e}') from e
+      if any(r < 0 for r in rounds):
+        raise binary.BadInput(f'--table_rounds takes rounds >= 0, got {min(rounds)}.')
       check_seeds_of_one_experiment(run_dirs)
       seeds = [runs.Seed([str(d)], [run_files.curves(d)], {}) for d in run_dirs]
       curves = charts.group_curves(seeds)

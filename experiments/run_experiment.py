@@ -47,10 +47,7 @@ _FIELDS = config_flags.define()
 
 def build_config() -> config_lib.ExperimentConfig:
   """The configuration: the preset, then every flag given on the command line."""
-  if _PRESET.value:
-    return presets.config_from_preset(_PRESET.value, _OUTPUT_DIR.value,
-                                      **config_flags.values(_FIELDS, only_present=True))
-  return config_lib.ExperimentConfig(output_dir=_OUTPUT_DIR.value, **config_flags.values(_FIELDS))
+  return config_flags.build_config(_FIELDS, preset=_PRESET.value, output_dir=_OUTPUT_DIR.value)
 
 
 def run(config_fn, summary_lines: bool = True) -> int:

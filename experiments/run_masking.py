@@ -20,6 +20,7 @@ and with --num_mask_draws the empirical variances). Local training: minibatch SG
 from absl import flags
 
 from experiments import binary
+from experiments import config_flags
 from experiments import presets
 from experiments import run_experiment
 
@@ -29,8 +30,7 @@ flags.adopt_module_key_flags(run_experiment)
 
 def set_study_defaults() -> None:
   """The study's values as the flags' defaults (called by `main`, not at import)."""
-  for name, value in presets.MASKING_STUDY.items():
-    flags.FLAGS.set_default(name, list(value) if isinstance(value, tuple) else value)
+  config_flags.set_defaults(presets.MASKING_STUDY)
 
 
 def main(argv):

@@ -32,7 +32,10 @@ import sys
 import time
 from typing import Optional
 
+from experiments import config_flags
+from experiments import presets
 from experiments import spec
+from tff_flare.experiment import config as config_lib
 from tff_flare.experiment import run_files
 from tff_flare.execution import cleanup
 from tff_flare.simulation import files
@@ -81,6 +84,24 @@ def command(run: spec.Run,
   rounds = run.rounds if until_round is None else min(run.rounds, until_round)
   return ([sys.executable, '-m', run.binary] + flag_args(run.flags, data_dir) +
           [f'--rounds={rounds}', f'--output_dir={run_dir}'] + list(execution_args))
+
+
+def check_configuration(run: spec.Run, run_dir: pathlib.Path, data_dir: str, rounds: int) -> None:
+  """Refuses a run whose binary would refuse its flags (a value out of range, an unknown
+  algorithm, ...), without starting it: a grid's NaN learning rate of its last cells is found
+  before its first cells run for hours.
+
+  Raises:
+    ReproduceError: naming the run and what its binary would say.
+  """
+  defaults = presets.MASKING_STUDY if run.binary == spec.RUN_MASKING else {}
+  try:
+    config = config_flags.config_of_args(flag_args(run.flags, data_dir) + [f'--rounds={rounds}'],
+                                         output_dir=str(run_dir),
+                                         defaults=defaults)
+    config_lib.validate(config, writable=False)
+  except config_lib.ConfigError as e:
+    raise ReproduceError(f'{run_dir.parent.name}/{run.name}: {e}') from e
 
 
 def printable(args: Sequence[str]) -> str:
@@ -394,6 +415,8 @@ def execute(runs: Sequence[tuple[spec.Figure, spec.Run]],
                              'it makes).')
     check_recorded_flags(run, run_dir)
   goal = {id(r): r.rounds if until_round is None else min(r.rounds, until_round) for _, r in runs}
+  for figure, run in runs:  # A bad value of a later run found before the first starts.
+    check_configuration(run, results / figure.name / run.name, data_dir, goal[id(run)])
   pending = [
       (f, r) for f, r in runs if run_files.rounds_done(results / f.name / r.name) < goal[id(r)]
   ]

@@ -158,6 +158,12 @@ class BinaryTest(tf.test.TestCase):
             _start('plot', f'--flagfile={out}/absent.flags'),
         'error: --results_dir=.*missing does not exist: no runs to summarize':
             _start('reproduce', '--summarize_only', f'--results_dir={out}/missing'),
+        # A flag that would change nothing, and a round before the first (was: exit 0).
+        'error: --table_rounds is the table of --seeds; without it there is none':
+            _start('plot', str(out / 'run'), '--table_rounds=5', f'--output={out}/t.png'),
+        r'error: --table_rounds takes rounds >= 0, got -5':
+            _start('plot', '--seeds', str(out / 'run'), '--table_rounds=100,-5',
+                   f'--output={out}/s.png'),
         'error: --output=.*x.txt must name a .png file':
             _start('plot', str(out / 'run'), f'--output={out}/x.txt'),
         'error: Output directory .*a_file is a file, not a directory':

@@ -39,6 +39,14 @@ class ManifestTest(tf.test.TestCase):
     for claim in manifest.CLAIMS:
       self.assertContainsSubset(set(claim.figures) | claims.figures_read(claim), set(names))
 
+  def test_every_run_is_a_configuration_its_binary_takes(self):
+    # As `reproduce` checks them all before it starts one (an error, not a test failure, then).
+    for figure in manifest.FIGURES:
+      for run in figure.runs:
+        schedule.check_configuration(run,
+                                     pathlib.Path(self.get_temp_dir()) / figure.name / run.name,
+                                     '../shared/datasets', run.rounds)
+
   def test_dry_run_prints_every_run_a_figure_shows(self):
     results = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir())) / 'fresh'
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')

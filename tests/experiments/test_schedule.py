@@ -193,10 +193,31 @@ class ScheduleTest(tf.test.TestCase):
   def test_a_failed_run_is_reported(self):
     results = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
     figure = _tiny_figure(rounds=1)
-    bad = dataclasses.replace(figure.runs[0], flags=dict(figure.runs[0].flags, learning_rate=-1))
+    # Valid flags; the run itself refuses its input (its data file is absent).
+    bad = dataclasses.replace(figure.runs[0],
+                              flags=dict(figure.runs[0].flags,
+                                         task='mnist_logreg',
+                                         source='npz',
+                                         data_path=str(results / 'absent.npz')))
     lines = []
     self.assertEqual(schedule.execute([(figure, bad)], results, '', log=lines.append, pin=False), 2)
-    self.assertIn('learning_rate must be > 0', lines[-1])
+    self.assertRegex(lines[-1], r'Data file .*absent\.npz does not exist')
+
+  def test_a_bad_value_of_any_run_is_refused_before_the_first_starts(self):
+    # Was: the first runs ran (hours, for a grid) and the bad one failed when its turn came.
+    results = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+    figure = _tiny_figure(rounds=1)
+    good, second = figure.runs
+    for flags, message in ((dict(learning_rate=float('nan')), 'learning_rate must be a finite'),
+                           (dict(learning_rate=-1), 'learning_rate must be > 0'),
+                           (dict(algorithms='fedavg,masked_fedavg'),
+                            r"Unknown algorithms \['masked_fedavg'\]"),
+                           (dict(local_epochs=10**11), 'local_epochs must be an int below 2\\^31'),
+                           (dict(nope=1), 'Unknown command line flag .nope.')):
+      bad = dataclasses.replace(second, flags=dict(second.flags, **flags))
+      with self.assertRaisesRegex(schedule.ReproduceError, f'^tiny/seed1: .*{message}'):
+        schedule.execute([(figure, good), (figure, bad)], results, '', pin=False)
+      self.assertFalse((results / 'tiny').exists(), flags)  # Nothing started, nothing written.
 
   def test_a_crash_is_named_by_its_signal_not_the_fault_handler_last_line(self):
     log = pathlib.Path(self.get_temp_dir()) / 'log.txt'

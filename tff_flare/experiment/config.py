@@ -271,15 +271,18 @@ def validate_run(settings: RunSettings, population: int) -> None:
     raise ConfigError(str(e)) from e
 
 
-def validate(config: ExperimentConfig) -> None:
-  """Raises `ConfigError` for anything that would fail later (see the module docstring)."""
+def validate(config: ExperimentConfig, *, writable: bool = True) -> None:
+  """Raises `ConfigError` for anything that would fail later (see the module docstring).
+
+  `writable`: also make `output_dir` and check that it takes files (False: the settings
+  alone, for a scheduler that checks every run before it starts any)."""
   try:
     _validate(config)
   except ConfigError:
     raise
   except ValueError as e:
     raise ConfigError(str(e)) from e
-  if config.output_dir is not None:
+  if writable and config.output_dir is not None:
     check_writable(config.output_dir)
 
 

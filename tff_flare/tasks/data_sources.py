@@ -25,7 +25,7 @@ A missing or malformed file raises `DataSourceError` naming it.
 """
 
 import collections
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 import dataclasses
 import hashlib
 import os
@@ -83,6 +83,27 @@ def _reads(source: str, path: pathlib.Path) -> bool:
   return source == 'text' and not path.is_dir()
 
 
+def check_paths_read(readers: Sequence[str], source: str | None, data_dir: str | None,
+                     data_path: str | None) -> None:
+  """Refuses a path given beside a source that would ignore it, from the settings alone (no
+  file is looked at: a run's validation calls it before anything runs).
+
+  Args:
+    readers: the sources of the data set that read a `data_path` (npz, imagefolder; text, tff).
+
+  Raises:
+    DataSourceError: a `data_path` beside a source that reads none, or a `data_dir` beside
+      keras (which downloads to its own cache).
+  """
+  if data_path is not None and source is not None and source not in PATH_SOURCES:
+    raise DataSourceError(f'--data_path={data_path} is read by {" or ".join(readers)}, not by '
+                          f'--source={source}, which would ignore it.')
+  if data_dir is not None and source == 'keras':
+    raise DataSourceError(f'--data_dir={data_dir} is not read by --source=keras, which '
+                          "downloads to Keras's own cache: name a source that reads it "
+                          f'({" or ".join([*readers, "tfds"])}), or leave it out.')
+
+
 def choose_source(name: str,
                   source: str | None,
                   data_dir: str | None,
@@ -108,13 +129,7 @@ def choose_source(name: str,
         return candidate
     raise DataSourceError(f'Which source reads --data_path={data_path}? Name it with '
                           f'--source ({" or ".join(readers)}).')
-  if data_path is not None and source not in PATH_SOURCES:
-    raise DataSourceError(f'--data_path={data_path} is read by {" or ".join(readers)}, not by '
-                          f'--source={source}, which would ignore it.')
-  if data_dir is not None and source == 'keras':
-    raise DataSourceError(f'--data_dir={data_dir} is not read by --source=keras, which '
-                          "downloads to Keras's own cache: name a source that reads it "
-                          f'({" or ".join(readers + ["tfds"])}), or leave it out.')
+  check_paths_read(readers, source, data_dir, data_path)
   if source is not None:
     return source
   if data_dir is not None:

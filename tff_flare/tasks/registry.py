@@ -90,7 +90,8 @@ def default_num_clients(name: str) -> int:
 
 
 def check_options(name: str, given: dict) -> None:
-  """Raises `ValueError` for an option `name` would ignore (`given`: the ones set)."""
+  """Raises `ValueError` for an option `name` would ignore (`given`: the ones set; a path
+  beside a source that does not read it: `data_sources.DataSourceError`)."""
   if name not in TASKS:
     raise ValueError(f'Unknown task {name!r}; known tasks: {", ".join(TASK_NAMES)}.')
   spec = TASKS[name]
@@ -101,6 +102,8 @@ def check_options(name: str, given: dict) -> None:
   if ignored:
     raise ValueError(f'{name} does not take {", ".join(ignored)} (it takes '
                      f'{", ".join(sorted(spec.options + COMMON_OPTIONS))}).')
+  data_sources.check_paths_read([s for s in data_sources.PATH_SOURCES if s in spec.sources],
+                                given.get('source'), given.get('data_dir'), given.get('data_path'))
   partition = given.get('partition')
   for option, needs in (('alpha', 'dirichlet'), ('ratio', 'quantity_skew'), ('dominant_fraction',
                                                                              'class_imbalance')):
