@@ -778,7 +778,25 @@ class SimulateResumeTest(tf.test.TestCase):
     for got, want in zip(again.model_weights['ec'].trainable, result.model_weights['ec'].trainable):
       np.testing.assert_array_equal(got, want)
 
-  def test_a_dead_worker_says_where_the_run_resumes_from(self):
+  def test_numpy_numbers_are_numbers(self):
+    # A notebook's np.int64 (from np.arange) and np.float32: were "eval_every must be an int
+    # >= 1, got 1".
+    output = pathlib.Path(self.get_temp_dir()) / 'numpy'
+    data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
+    process = self._process(keep_percent=np.float32(5.0))
+    kept = process.build['arguments']['keep_percent']  # Recorded as a number, for a resume.
+    self.assertEqual((type(kept), kept), (float, 5.0))
+    result, _ = self._simulate(output, {'flare': process},
+                               data,
+                               np.int64(2),
+                               seed=np.int64(3),
+                               clients_per_round=np.int32(2))
+    recorded = result.summary['config']  # As config.json and summary.json hold it.
+    self.assertEqual((recorded['rounds'], recorded['clients_per_round'], recorded['seed']),
+                     (2, 2, 3))
+    self.assertEqual(json.loads((output / 'summary.json').read_text())['config'], recorded)
+    self.assertEqual(result.summary['rounds_trained'], 2)
+
     # The worker's error says what happened to it; the run adds whether and where it resumes
     # (a run in memory has nothing to resume; the worker cannot know which).
     data = {f'c{i}': tiny_models.classification_dataset(i) for i in range(3)}
@@ -934,7 +952,15 @@ class SimulateResumeTest(tf.test.TestCase):
         ({
             'flare': flare
         }, data, dict(release_managers='metrics.csv'),
-         'release_managers must be a list of tff.program.ReleaseManager, got str')):
+         'release_managers must be a list of tff.program.ReleaseManager, got str'),
+        ({
+            'flare': flare
+        }, {
+            'c0': [1, 2]
+        }, {}, r"train_data\['c0'\] must be a batched tf.data.Dataset, got list"),
+        ({
+            'flare': flare
+        }, data, dict(log='stdout'), "log must be a function taking a line .*got str")):
       with self.assertRaisesRegex(config_lib.ConfigError, message):
         self._simulate(output, processes, client_data, 1, **settings)
     self.assertFalse(output.exists())

@@ -83,7 +83,9 @@ class PartitionTest(tf.test.TestCase, parameterized.TestCase):
   def test_bad_input(self):
     with self.assertRaisesRegex(ValueError, 'Unknown partition'):
       partitions.build('random', LABELS, 10)
-    with self.assertRaisesRegex(ValueError, 'num_clients must be in'):
+    with self.assertRaisesRegex(
+        ValueError, r'^total_clients \(the clients the data are split over\) must be in '
+        r'\[1, 5\] \(the number of examples\), got 10\.$'):  # Was named num_clients.
       partitions.iid(5, 10, seed=0)
     with self.assertRaisesRegex(ValueError, 'alpha'):
       partitions.dirichlet(LABELS, 10, 0.0, seed=0)

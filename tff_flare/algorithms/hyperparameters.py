@@ -20,6 +20,7 @@ import math
 from typing import Any, Optional, TypeGuard, Union
 
 import attrs
+import numpy as np
 
 HELP, CHECK, HOST_ONLY = 'help', 'check', 'host_only'
 
@@ -94,6 +95,16 @@ def check_representable(name: str, value: Any) -> None:
                      f'(the run computes in float32), got {value}.')
 
 
+def as_python_numbers(instance) -> None:
+  """Replaces each numpy scalar field of a dataclass instance (`np.int64(3)` from an
+  `np.arange`, `np.float32(0.5)`) by the Python number it holds, so that it passes the int
+  checks (`is_int`) and goes into `config.json` as a number."""
+  for field in dataclasses.fields(instance):
+    value = getattr(instance, field.name)
+    if isinstance(value, np.generic):
+      object.__setattr__(instance, field.name, value.item())  # Frozen ones too.
+
+
 def check_fields(instance) -> None:
   """Checks every field of a dataclass instance: that a number is representable
   (`check_representable`), then its own check (its `metadata['check']`).
@@ -120,6 +131,7 @@ class Params:
   """
 
   def __post_init__(self) -> None:
+    as_python_numbers(self)
     check_fields(self)
 
 

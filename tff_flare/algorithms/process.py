@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 import attrs
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -57,12 +58,14 @@ class RoundPhases:
 def describe(value: Any, depth: int = 0) -> Any:
   """A JSON value that says what an argument of a builder is, the same for equal arguments
   built twice: numbers, strings and None as they are; an enum by name; a sequence item by
-  item; a function by its qualified name; another object (an optimizer, an aggregation
+  item; a numpy scalar as the Python number it holds; a function by its qualified name; another object (an optimizer, an aggregation
   factory) by its class and the describable values of its attributes (TFF's SGD:
   `{'class': '_SGD', '_lr': 0.1, '_momentum': 0.9, ...}`); what holds its settings only in a
   closure is its class alone."""
   if value is None or isinstance(value, (bool, int, float, str)):
     return value
+  if isinstance(value, np.generic):  # np.float32(5.0) as 5.0: was its class alone, the same
+    return value.item()  # for every value, so a resume could not see it changed.
   if isinstance(value, enum.Enum):
     return f'{type(value).__name__}.{value.name}'
   if isinstance(value, (list, tuple)):
@@ -85,11 +88,16 @@ def records_build(builder: Callable[..., 'AlgorithmProcess']) -> Callable[..., '
   """`builder`, whose process records how it was built (`AlgorithmProcess.build`):
   `{'builder': <its name>, 'arguments': {name: describe(value)}}` of every argument but the
   model function (the model is compared by its variables). `simulate` records it and refuses
-  a resume with a process built otherwise."""
+  a resume with a process built otherwise. Numpy scalar arguments are passed on as Python
+  numbers."""
   signature = inspect.signature(builder)
 
   @functools.wraps(builder)
   def build(*args, **kwargs):
+    # A numpy scalar argument (np.float32(5.0), an np.arange's np.int64) as the Python number
+    # it holds: the builders' checks take Python numbers (were "must be a number, got 5.0").
+    args = tuple(a.item() if isinstance(a, np.generic) else a for a in args)
+    kwargs = {k: v.item() if isinstance(v, np.generic) else v for k, v in kwargs.items()}
     built = builder(*args, **kwargs)
     bound = signature.bind(*args, **kwargs)
     bound.apply_defaults()

@@ -105,6 +105,9 @@ class RunSettings:
                                          'before its first round, naming settings that fit.',
                                          host_only=True)
 
+  def __post_init__(self) -> None:
+    hyperparameters.as_python_numbers(self)  # A notebook's np.int64 rounds are rounds.
+
 
 @dataclasses.dataclass
 class Settings(RunSettings):

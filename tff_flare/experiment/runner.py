@@ -543,7 +543,15 @@ def simulate(processes: Mapping[str, process_lib.AlgorithmProcess],
   if unknown:
     raise config_lib.ConfigError(f'Unknown settings {unknown}; known: {", ".join(sorted(fields))}.')
   run = config_lib.RunSettings(output_dir=output_dir, **settings)
+  if not callable(log):
+    raise config_lib.ConfigError('log must be a function taking a line (print, a list\'s '
+                                 f'append), got {type(log).__name__}.')
   if isinstance(train_data, Mapping):
+    not_datasets = [(cid, d) for cid, d in train_data.items() if not isinstance(d, tf.data.Dataset)]
+    if not_datasets:
+      cid, value = not_datasets[0]
+      raise config_lib.ConfigError(f'train_data[{cid!r}] must be a batched tf.data.Dataset, got '
+                                   f'{type(value).__name__}.')
     client_ids = list(train_data)
     datasets = lambda ids, round_num: [train_data[cid] for cid in ids]
     dataset_of = train_data.__getitem__

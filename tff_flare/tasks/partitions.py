@@ -29,8 +29,9 @@ PARTITIONS = ('contiguous', 'iid', 'dirichlet', 'quantity_skew', 'class_imbalanc
 
 def _check_clients(num_examples: int, num_clients: int) -> None:
   if num_clients < 1 or num_clients > num_examples:
-    raise ValueError(f'num_clients must be in [1, {num_examples}] (the number of examples), '
-                     f'got {num_clients}.')
+    # The run's total_clients (the task's own num_clients is how many of them it uses).
+    raise ValueError(f'total_clients (the clients the data are split over) must be in '
+                     f'[1, {num_examples}] (the number of examples), got {num_clients}.')
 
 
 def contiguous(num_examples: int, num_clients: int, size: int | None = None) -> list[np.ndarray]:
