@@ -7,17 +7,21 @@ scaled per batch (what the experiment binary sends). Modes, each in this one run
   local      TFF's local runtime (`--execution=local`): whole computations on one
              `worker_binary`, its traffic counted;
   inprocess  this process, no TFF runtime (`--execution=inprocess`);
-  workers=N  TFF's mergeable context over N loopback workers (`--execution=remote`): the
-             round's clients split in N subrounds, stateful processes in two phases.
+  workers=N  N loopback TFF workers (`--execution=remote`): each gets the model and a
+             contiguous share of the round's clients and returns their sum, the server's
+             round runs on the driver (`modes._ServerOnDriver`); with the clients' states
+             kept by the driver (memory, disk), a stateful round runs in two phases and
+             its states cross the driver.
   <mode>:files  the same, with the clients' states in files the client computations read
              and write themselves (`AlgorithmProcess.next_with_state_files`): no client state
-             crosses the driver; a stateful round runs whole on TFF's local runtime, and on
-             workers as their clients' sums with the server's round on the driver
+             crosses the driver; a stateful round runs whole on TFF's local runtime
              (`inprocess:files`: this process reads and writes the files).
 
 Per mode and algorithm: seconds per round (mean of the timed rounds; the first round, with
 tracing, is not timed), the bytes that crossed between the driver and TFF's worker(s) per
-round, and the largest weight difference to the `local` run after all rounds. On one machine
+round and the same as models per worker (bytes / (model bytes x workers), TFF's local runtime
+one worker: the goal of a split round is 2, the model out and a sum back), and the largest
+weight difference to the first mode's run after all rounds. On one machine
 TFF's workers share the cores: the `workers=N` rows measure the cost of the split and the
 driver's traffic, not a speed-up.
 
@@ -149,13 +153,16 @@ def main(argv):
     results[mode] = _time_mode(mode, processes, data, initial, _ROUNDS.value)
     print(f'{mode}: done', flush=True)
   reference = results[_MODES.value[0]]
-  print(f'\n{"mode":<10} {"algorithm":<11} {"s/round":>8} {"vs " + _MODES.value[0]:>9} '
-        f'{"MB/round":>9} {"max |w - w_" + _MODES.value[0] + "|":>18}')
+  model_bytes = 4 * num_parameters  # float32
+  print(f'\n{"mode":<16} {"algorithm":<11} {"s/round":>8} {"vs " + _MODES.value[0]:>9} '
+        f'{"MB/round":>9} {"models/worker":>13} {"max |w - w_" + _MODES.value[0] + "|":>18}')
   for mode, by_name in results.items():
+    tff_workers = int(mode.partition(':')[0].split('=')[1]) if mode.startswith('workers=') else 1
     for name, (seconds, traffic, weights) in by_name.items():
       difference = max(float(np.max(np.abs(a - b))) for a, b in zip(weights, reference[name][2]))
-      print(f'{mode:<10} {name:<11} {seconds:8.2f} {seconds / reference[name][0]:8.2f}x '
-            f'{traffic / 1e6:9.1f} {difference:18.2e}')
+      per_worker = f'{traffic / (model_bytes * tff_workers):13.2f}' if traffic else f'{"-":>13}'
+      print(f'{mode:<16} {name:<11} {seconds:8.2f} {seconds / reference[name][0]:8.2f}x '
+            f'{traffic / 1e6:9.1f} {per_worker} {difference:18.2e}')
 
 
 if __name__ == '__main__':
