@@ -40,6 +40,7 @@ from tff_flare.experiment import run_files
 from tff_flare.execution import cleanup
 from tff_flare.simulation import files
 from tff_flare.simulation import memory
+from tff_flare.tasks import registry as tasks
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS = pathlib.Path('experiments') / 'results'  # The committed results, in the repository.
@@ -86,7 +87,11 @@ def command(run: spec.Run,
           [f'--rounds={rounds}', f'--output_dir={run_dir}'] + list(execution_args))
 
 
-def check_configuration(run: spec.Run, run_dir: pathlib.Path, data_dir: str, rounds: int) -> None:
+def check_configuration(run: spec.Run,
+                        run_dir: pathlib.Path,
+                        data_dir: str,
+                        rounds: int,
+                        execution_args: Sequence[str] = ONE_CORE) -> None:
   """Refuses a run whose binary would refuse its flags (a value out of range, an unknown
   algorithm, ...), without starting it: a grid's NaN learning rate of its last cells is found
   before its first cells run for hours.
@@ -96,10 +101,13 @@ def check_configuration(run: spec.Run, run_dir: pathlib.Path, data_dir: str, rou
   """
   defaults = presets.MASKING_STUDY if run.binary == spec.RUN_MASKING else {}
   try:
-    config = config_flags.config_of_args(flag_args(run.flags, data_dir) + [f'--rounds={rounds}'],
+    config = config_flags.config_of_args(flag_args(run.flags, data_dir) + list(execution_args) +
+                                         [f'--rounds={rounds}'],
                                          output_dir=str(run_dir),
                                          defaults=defaults)
     config_lib.validate(config, writable=False)
+    # The population the task will have (the runner checks again on the data's own).
+    config_lib.validate_run(config, config.num_clients or tasks.default_num_clients(config.task))
   except config_lib.ConfigError as e:
     raise ReproduceError(f'{run_dir.parent.name}/{run.name}: {e}') from e
 
@@ -416,7 +424,8 @@ def execute(runs: Sequence[tuple[spec.Figure, spec.Run]],
     check_recorded_flags(run, run_dir)
   goal = {id(r): r.rounds if until_round is None else min(r.rounds, until_round) for _, r in runs}
   for figure, run in runs:  # A bad value of a later run found before the first starts.
-    check_configuration(run, results / figure.name / run.name, data_dir, goal[id(run)])
+    check_configuration(run, results / figure.name / run.name, data_dir, goal[id(run)],
+                        execution_args)
   pending = [
       (f, r) for f, r in runs if run_files.rounds_done(results / f.name / r.name) < goal[id(r)]
   ]

@@ -213,11 +213,20 @@ class ScheduleTest(tf.test.TestCase):
                            (dict(algorithms='fedavg,masked_fedavg'),
                             r"Unknown algorithms \['masked_fedavg'\]"),
                            (dict(local_epochs=10**11), 'local_epochs must be an int below 2\\^31'),
-                           (dict(nope=1), 'Unknown command line flag .nope.')):
+                           (dict(nope=1), 'Unknown command line flag .nope.'),
+                           (dict(clients_per_round=11), r'clients_per_round \(11\) must be in '
+                            r'\[1, 10\]')):
       bad = dataclasses.replace(second, flags=dict(second.flags, **flags))
       with self.assertRaisesRegex(schedule.ReproduceError, f'^tiny/seed1: .*{message}'):
         schedule.execute([(figure, good), (figure, bad)], results, '', pin=False)
       self.assertFalse((results / 'tiny').exists(), flags)  # Nothing started, nothing written.
+    with self.assertRaisesRegex(schedule.ReproduceError, 'at least one worker'):  # The execution.
+      schedule.execute([(figure, good)],
+                       results,
+                       '',
+                       pin=False,
+                       execution_args=['--execution=remote'])
+    self.assertFalse((results / 'tiny').exists())
 
   def test_a_crash_is_named_by_its_signal_not_the_fault_handler_last_line(self):
     log = pathlib.Path(self.get_temp_dir()) / 'log.txt'
