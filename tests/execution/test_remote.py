@@ -456,6 +456,11 @@ class BadInputTest(tf.test.TestCase):
       with self.assertRaisesRegex(ValueError, message, msg=workers):
         remote.parse_workers(workers)
     self.assertEqual(remote.parse_workers('a:1, b:2'), ['a:1', 'b:2'])
+    # One worker under two names would get two shares of every round.
+    for workers in ('h:1,h:01', 'localhost:8000,127.0.0.1:8000', 'H:5,h:5'):
+      with self.assertRaisesRegex(ValueError, 'name the same worker', msg=workers):
+        remote.parse_workers(workers)
+    self.assertEqual(remote.parse_workers('h:080,h:81'), ['h:80', 'h:81'])
 
   def test_experiment_rejects_inconsistent_execution(self):
     for overrides, message in ((dict(execution='cluster'), 'Unknown execution'),

@@ -77,19 +77,32 @@ class WorkerUnavailableError(RuntimeError):
 
 
 def parse_workers(workers: Sequence[str] | str) -> list[str]:
-  """`'h1:8000,h2:8000'` or a list of `host:port` -> validated list; raises `ValueError`."""
+  """`'h1:8000,h2:8000'` or a list of `host:port` -> validated list (ports without leading
+  zeros); raises `ValueError`, also for one worker named twice."""
   if isinstance(workers, str):
     workers = [w for w in workers.split(',') if w.strip()]
   addresses = [w.strip() for w in workers]
   if not addresses:
     raise ValueError('Remote execution needs at least one worker (--workers=host:port,...).')
+  normalized: list[str] = []
+  seen: dict[tuple[str, int], str] = {}
   for address in addresses:
     host, _, port = address.rpartition(':')
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
       raise ValueError(f'Worker address {address!r} is not host:port (port in 1..65535).')
-  if len(set(addresses)) != len(addresses):
-    raise ValueError(f'Worker addresses repeat: {addresses}.')
-  return addresses
+    # One worker named twice (h:1 and h:01, localhost and 127.0.0.1) would get two shares of
+    # every round. Names are compared as written (no DNS lookup, which can block).
+    key = ('loopback' if host.lower() in _LOOPBACK_NAMES else host.lower(), int(port))
+    if key in seen:
+      raise ValueError(f'Worker addresses repeat: {seen[key]!r} and {address!r} name the same '
+                       'worker.')
+    seen[key] = address
+    normalized.append(f'{host}:{int(port)}')
+  return normalized
+
+
+# The names of this machine's loopback interface a worker list may use.
+_LOOPBACK_NAMES = ('localhost', '127.0.0.1', '::1', '[::1]')
 
 
 @dataclasses.dataclass
