@@ -209,7 +209,7 @@ class RefusedRunTest(tf.test.TestCase):
     rows_before = (output / 'metrics.csv').read_text()
     with self.assertRaisesRegex(
         config_lib.ConfigError, r'checkpointed after 4 rounds; '
-        r'--rounds=1 would end it before that'):
+        r'rounds=1 would end it before that. Give rounds >= 4 to continue it'):
       _run(_config(output, algorithms=('fedavg',), rounds=1, eval_every=1))
     self.assertEqual((output / 'metrics.csv').read_text(), rows_before)  # Untouched.
     self.assertEqual(json.loads((output / 'summary.json').read_text())['rounds'], 4)

@@ -165,9 +165,11 @@ class EstimateTest(tf.test.TestCase):
     _, available, refusal = memory.plan(sizes, budget=budget, **common)
     self.assertEqual(available, budget)
     self.assertIn(f'more than the {available / memory.GIB:.1f} GiB', refusal)
-    self.assertIn('--client_state_storage=disk', refusal)
+    self.assertIn('client_state_storage=disk (', refusal)
     self.assertIn('fewer algorithms at once (alone: flare', refusal)
     self.assertNotIn('\n', refusal)
+    self.assertNotIn('--',
+                     refusal)  # Settings by name: a flag of the binaries, an argument of simulate.
     _, _, refusal = memory.plan(sizes, budget=2**20, **common)  # Nothing fits.
     self.assertIn('What fits: nothing of these settings', refusal)
 
@@ -183,7 +185,7 @@ class EstimateTest(tf.test.TestCase):
     base = memory.resident_bytes()
     in_two = memory.estimate_run(sizes, **dict(common, base=base, tff_subrounds=2)).total
     _, _, refusal = memory.plan(sizes, budget=in_two + 2**26, **common)
-    self.assertIn('--tff_subrounds=2 (', refusal)
+    self.assertIn('What fits: tff_subrounds=2 (', refusal)
 
 
 class MeasuredTest(tf.test.TestCase):

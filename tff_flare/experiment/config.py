@@ -366,10 +366,10 @@ def check_entries(output_dir: str) -> None:
       path = os.path.join(parent, name)
       if os.path.islink(path):
         raise ConfigError(f'{path} is a symbolic link: a run writes only files it makes. '
-                          'Remove it, or use another --output_dir.')
+                          'Remove it, or use another output_dir.')
       if name in files and not os.path.isfile(path):
         raise ConfigError(f'{path} is a pipe, a socket or a device: a run reads and writes '
-                          'only files. Remove it, or use another --output_dir.')
+                          'only files. Remove it, or use another output_dir.')
 
 
 # What Linux's file systems take: a name of at most 255 bytes, a path of at most 4,095.
@@ -458,6 +458,6 @@ def compare_for_resume(recorded: dict[str, Any], config: RunSettings) -> dict[st
         f'{name}: {old!r} then, {new!r} now' for name, (old, new) in sorted(fixed.items()))
     raise ConfigError(
         f'{config.output_dir} holds a run with another configuration ({details}). Resuming '
-        'would mix two configurations in one run: use another --output_dir, or the same '
+        'would mix two configurations in one run: use another output_dir, or the same '
         'settings.')
   return changed

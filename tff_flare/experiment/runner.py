@@ -201,7 +201,7 @@ def exclusive_output_dir(output_dir: str) -> Iterator[None]:
       raise config_lib.ConfigError(
           f'{output_dir} is in use by another run (pid {holder}): two runs in one directory '
           'would mix their checkpoints and rows. Wait for it or stop it, or use another '
-          '--output_dir.') from None
+          'output_dir.') from None
     try:  # Locked; still the file at `path` (not one an ending run has just removed)?
       same = os.path.samestat(os.fstat(descriptor), os.stat(path, follow_symlinks=False))
     except FileNotFoundError:
@@ -233,28 +233,28 @@ def _check_output_dir(config: config_lib.RunSettings, checkpoint_rounds: list[in
   for name in (run_files.CHECKPOINTS, 'client_states', 'tensorboard'):
     if (output / name).exists() and not (output / name).is_dir():
       raise config_lib.ConfigError(f'{output / name} is not a folder: a run keeps its {name} '
-                                   'there. Move it away, or use another --output_dir.')
+                                   'there. Move it away, or use another output_dir.')
   if not (output / run_files.CONFIG_FILE).exists():
     if checkpoint_rounds:
       raise config_lib.ConfigError(
           f'{output} has checkpoints but no {run_files.CONFIG_FILE}: the configuration they '
           'were made with is unknown, so resuming could mix two configurations. Restore '
-          f'{run_files.CONFIG_FILE}, or use another --output_dir.')
+          f'{run_files.CONFIG_FILE}, or use another output_dir.')
     foreign = sorted(p.name for p in output.iterdir() if p.name not in _FOREIGN_BUT_ALLOWED)
     if foreign:
       raise config_lib.ConfigError(
           f'{output} is not empty ({", ".join(foreign[:3])}{", ..." if len(foreign) > 3 else ""}) '
           f'and holds no run of this project (no {run_files.CONFIG_FILE}): use a new or empty '
-          '--output_dir.')
+          'output_dir.')
   if not checkpoint_rounds and (output / run_files.SUMMARY_FILE).exists():
     raise config_lib.ConfigError(
         f'{output} holds a finished run but no checkpoint to continue it from (committed '
-        'results keep none): starting again would write over it. Use another --output_dir.')
+        'results keep none): starting again would write over it. Use another output_dir.')
   if checkpoint_rounds and max(checkpoint_rounds) > config.rounds:
     raise config_lib.ConfigError(
         f'{output} holds a run checkpointed after {max(checkpoint_rounds)} rounds; '
-        f'--rounds={config.rounds} would end it before that. Give --rounds >= '
-        f'{max(checkpoint_rounds)} to continue it, or use another --output_dir.')
+        f'rounds={config.rounds} would end it before that. Give rounds >= '
+        f'{max(checkpoint_rounds)} to continue it, or use another output_dir.')
 
 
 # What a run records besides its settings, and a resume must find unchanged: the algorithms a
@@ -346,7 +346,7 @@ def _record_config(config: config_lib.RunSettings,
       record = json.loads(files.read_text(path))
     except (OSError, ValueError) as e:
       raise config_lib.ConfigError(f'{path} cannot be read ({e}); it records the run of this '
-                                   'directory. Restore it, or use another --output_dir.') from e
+                                   'directory. Restore it, or use another output_dir.') from e
   facts = {k: v for k, v in (facts or {}).items() if k in _RECORDED_FACTS}
   if record is None:
     record = dict(config=config_lib.as_dict(config), changes=[], **facts)

@@ -139,7 +139,7 @@ class StopOnNonFiniteRound(loop.Hook):
         raise NonFiniteEvaluationError(
             f'The model of {run.name} after {round_num} rounds evaluates to test loss '
             f'{values[0]} (accuracy {values[1]}): it has diverged (lower the learning '
-            f'rate?). {self._resume_advice()} Pass --allow_nonfinite_rounds to go on '
+            f'rate?). {self._resume_advice()} Set allow_nonfinite_rounds to go on '
             'regardless.')
 
   def after_round(self, round_num, runs, row) -> None:
@@ -151,7 +151,7 @@ class StopOnNonFiniteRound(loop.Hook):
         raise NonFiniteRoundError(
             f'Round {round_num}: every client of {run.name} ({bad}) returned non-finite values '
             '(NaN or Inf), so the model did not move; it has probably diverged (lower the '
-            f'learning rate?). {self._resume_advice()} Pass --allow_nonfinite_rounds to go '
+            f'learning rate?). {self._resume_advice()} Set allow_nonfinite_rounds to go '
             'on regardless.')
 
   def after_last_round(self, end_round, runs, row) -> None:

@@ -449,10 +449,9 @@ def plan(sizes: Mapping[str, ProcessSizes],
     return estimate, available, None
   fits = []
   variants: tuple[tuple[str, dict[str, Any]],
-                  ...] = (('--client_state_storage=disk', dict(storage='disk')),
-                          ('--client_threads=1', dict(threads=1)), ('both',
-                                                                    dict(storage='disk',
-                                                                         threads=1)))
+                  ...] = (('client_state_storage=disk', dict(storage='disk')),
+                          ('client_threads=1', dict(threads=1)), ('both',
+                                                                  dict(storage='disk', threads=1)))
   for label, changes in variants:
     options: dict[str, Any] = dict(threads=threads, storage=storage, execution=execution)
     options.update(changes)
@@ -470,7 +469,7 @@ def plan(sizes: Mapping[str, ProcessSizes],
                            tff_subrounds=subrounds,
                            **common).total
       if total <= available:
-        fits.append(f'--tff_subrounds={subrounds} ({total / GIB:.1f} GiB)')
+        fits.append(f'tff_subrounds={subrounds} ({total / GIB:.1f} GiB)')
         break
   if len(sizes) > 1:
     alone = {
