@@ -95,6 +95,12 @@ def check_representable(name: str, value: Any) -> None:
                      f'(the run computes in float32), got {value}.')
 
 
+def as_python(value: Any) -> Any:
+  """A numpy scalar (`np.int64(3)` from an `np.arange`, `np.float32(0.5)`) as the Python number
+  it holds; anything else as it is. The one conversion of numpy numbers at the entries."""
+  return value.item() if isinstance(value, np.generic) else value
+
+
 def as_python_numbers(instance) -> None:
   """Replaces each numpy scalar field of a dataclass instance (`np.int64(3)` from an
   `np.arange`, `np.float32(0.5)`) by the Python number it holds, so that it passes the int
@@ -102,7 +108,7 @@ def as_python_numbers(instance) -> None:
   for field in dataclasses.fields(instance):
     value = getattr(instance, field.name)
     if isinstance(value, np.generic):
-      object.__setattr__(instance, field.name, value.item())  # Frozen ones too.
+      object.__setattr__(instance, field.name, as_python(value))  # Frozen ones too.
 
 
 def check_fields(instance) -> None:

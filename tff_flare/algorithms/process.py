@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_flare.algorithms import hyperparameters
 from tff_flare.algorithms import parts as parts_lib
 from tff_flare.algorithms import round_functions as round_functions_lib
 
@@ -58,14 +59,15 @@ class RoundPhases:
 def describe(value: Any, depth: int = 0) -> Any:
   """A JSON value that says what an argument of a builder is, the same for equal arguments
   built twice: numbers, strings and None as they are; an enum by name; a sequence item by
-  item; a numpy scalar as the Python number it holds; a function by its qualified name; another object (an optimizer, an aggregation
-  factory) by its class and the describable values of its attributes (TFF's SGD:
+  item; a numpy scalar as the Python number it holds; a function by its qualified name;
+  another object (an optimizer, an aggregation factory) by its class and the describable
+  values of its attributes (TFF's SGD:
   `{'class': '_SGD', '_lr': 0.1, '_momentum': 0.9, ...}`); what holds its settings only in a
   closure is its class alone."""
   if value is None or isinstance(value, (bool, int, float, str)):
     return value
-  if isinstance(value, np.generic):  # np.float32(5.0) as 5.0: was its class alone, the same
-    return value.item()  # for every value, so a resume could not see it changed.
+  if isinstance(value, np.generic):  # np.float32(5.0) in a list as 5.0: was its class alone,
+    return hyperparameters.as_python(value)  # the same for every value, unseen by a resume.
   if isinstance(value, enum.Enum):
     return f'{type(value).__name__}.{value.name}'
   if isinstance(value, (list, tuple)):
@@ -96,8 +98,8 @@ def records_build(builder: Callable[..., 'AlgorithmProcess']) -> Callable[..., '
   def build(*args, **kwargs):
     # A numpy scalar argument (np.float32(5.0), an np.arange's np.int64) as the Python number
     # it holds: the builders' checks take Python numbers (were "must be a number, got 5.0").
-    args = tuple(a.item() if isinstance(a, np.generic) else a for a in args)
-    kwargs = {k: v.item() if isinstance(v, np.generic) else v for k, v in kwargs.items()}
+    args = tuple(hyperparameters.as_python(a) for a in args)
+    kwargs = {k: hyperparameters.as_python(v) for k, v in kwargs.items()}
     built = builder(*args, **kwargs)
     bound = signature.bind(*args, **kwargs)
     bound.apply_defaults()
