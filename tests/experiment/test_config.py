@@ -60,9 +60,9 @@ class ValidateTest(tf.test.TestCase, parameterized.TestCase):
       # A path beside a source that ignores it: refused by the settings, before any run (was:
       # when the task was built, so a grid started each of its cells to be refused).
       ('data_path_beside_tfds', dict(task='mnist_cnn', source='tfds', data_path='/d/m.npz'),
-       r'^--data_path=/d/m\.npz is read by npz or imagefolder, not by --source=tfds'),
-      ('data_dir_beside_keras', dict(task='mnist_cnn', source='keras', data_dir='/d'),
-       r'^--data_dir=/d is not read by --source=keras'),
+       r'^data_path=/d/m\.npz is read by npz or imagefolder, not by source=tfds'),
+      ('data_dir_beside_keras', dict(task='mnist_cnn', source='keras',
+                                     data_dir='/d'), r'^data_dir=/d is not read by source=keras'),
       # Paths the system refuses by their form (was: an OSError's message, exit 5).
       ('long_name', dict(task='mnist_cnn', source='npz', data_path='/d/' + 'n' * 256),
        r'^data_path /d/n+\.\.\.n+ has a name of 256 bytes; file systems take at most 255\.$'),

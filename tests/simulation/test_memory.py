@@ -172,6 +172,14 @@ class EstimateTest(tf.test.TestCase):
                      refusal)  # Settings by name: a flag of the binaries, an argument of simulate.
     _, _, refusal = memory.plan(sizes, budget=2**20, **common)  # Nothing fits.
     self.assertIn('What fits: nothing of these settings', refusal)
+    # A small budget is printed as it was given (was '0.0 GiB' for 0.05).
+    _, _, refusal = memory.plan(sizes, budget=int(0.05 * memory.GIB), **common)
+    self.assertIn('more than the 0.05 GiB it may use', refusal)
+
+  def test_gib_keeps_two_significant_digits_below_a_tenth(self):
+    for num_bytes, text in ((12.34 * memory.GIB, '12.3'), (0.1 * memory.GIB, '0.1'),
+                            (0.05 * memory.GIB, '0.05'), (0.0123 * memory.GIB, '0.012'), (0, '0')):
+      self.assertEqual(memory.gib(num_bytes), text)
 
   def test_subrounds_bound_tffs_worker_and_a_refusal_names_them(self):
     sizes = _sizes(tff_fedavg='tff')

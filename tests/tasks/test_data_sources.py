@@ -61,7 +61,7 @@ class TfdsSourceTest(tf.test.TestCase):
                            side_effect=OSError('no network')):
       with self.assertRaisesRegex(
           data_sources.DataSourceError, r'cifar10.load_data\(\) failed \(OSError: no network\). '
-          'Without internet, use --source=npz'):
+          'Without internet, use source=npz with data_path='):
         data_sources.load_images('cifar10')
 
   def test_shared_mnist_npz_is_in_keras_order(self):
@@ -123,17 +123,17 @@ class ChooseSourceTest(tf.test.TestCase):
       self.assertEqual(choose(name, source, None, 'keras', path), source, path)
     with self.assertRaisesRegex(
         data_sources.DataSourceError, r'^Which source reads '
-        r'--data_path=m.csv\? Name it with --source \(npz or '
+        r'data_path=m.csv\? Name its source \(npz or '
         r'imagefolder\)\.$'):
       choose('mnist', None, None, 'keras', 'm.csv')
     for name, source in (('mnist', 'keras'), ('cifar10', 'tfds')):
       with self.assertRaisesRegex(
-          data_sources.DataSourceError, f'^--data_path=x is read by npz or imagefolder, not by '
-          f'--source={source}, which would ignore it\\.$'):
+          data_sources.DataSourceError, f'^data_path=x is read by npz or imagefolder, not by '
+          f'source={source}, which would ignore it\\.$'):
         choose(name, source, None, 'keras', 'x')
     with self.assertRaisesRegex(
-        data_sources.DataSourceError, r'^--data_dir=d is not read by '
-        r'--source=keras, .*\(npz or imagefolder or tfds\)'):
+        data_sources.DataSourceError, r'^data_dir=d is not read by '
+        r'source=keras, .*\(npz or imagefolder or tfds\)'):
       choose('mnist', 'keras', 'd', 'keras')
     self.assertEqual(choose('mnist', 'tfds', 'd', 'keras'), 'tfds')  # TFDS's data directory.
 

@@ -150,7 +150,7 @@ class TaskRegistryTest(tf.test.TestCase):
     with self.assertRaisesRegex(
         data_sources.DataSourceError,
         r"10 Shakespeare clients asked \(the authors' 10\), but only 1 "
-        r'roles .* give --num_clients=1 or fewer\.'):
+        r'roles .* give num_clients=1 or fewer\.'):
       tasks.build_task('shakespeare_gru', source='text', data_path=str(path))
     task = tasks.build_task('shakespeare_gru', source='text', data_path=str(path), num_clients=1)
     self.assertEqual(task.train_data.client_ids, ['HAMLET'])  # OSRIC has too few batches.

@@ -367,7 +367,7 @@ def validate_execution(execution: str,
     raise ValueError(f'The worker timeout must be in (0, {MAX_TIMEOUT_S:.0f}] seconds, got '
                      f'{timeout_s!r}.')
   if execution != 'remote' and worker_addresses:
-    raise ValueError(f'Workers are given but execution is {execution}; add --execution=remote.')
+    raise ValueError(f'Workers are given but execution is {execution}; set execution=remote.')
   if execution == 'remote':
     remote.parse_workers(worker_addresses)
   if num_threads is not None and (not hyperparameters.is_int(num_threads) or num_threads < 1):
@@ -376,7 +376,7 @@ def validate_execution(execution: str,
     raise ValueError(f'tff_subrounds must be an int in [1, {MAX_SUBROUNDS}], got '
                      f'{tff_subrounds!r}.')
   if execution == 'remote' and tff_subrounds > 1:
-    raise ValueError('tff_subrounds is for TFF\'s local runtime; with --execution=remote a '
+    raise ValueError('tff_subrounds is for TFF\'s local runtime; with execution=remote a '
                      'round has one subround a worker.')
 
 

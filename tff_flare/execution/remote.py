@@ -83,7 +83,7 @@ def parse_workers(workers: Sequence[str] | str) -> list[str]:
     workers = [w for w in workers.split(',') if w.strip()]
   addresses = [w.strip() for w in workers]
   if not addresses:
-    raise ValueError('Remote execution needs at least one worker (--workers=host:port,...).')
+    raise ValueError('Remote execution needs at least one worker (workers=host:port,...).')
   normalized: list[str] = []
   seen: dict[tuple[str, int], str] = {}
   for address in addresses:

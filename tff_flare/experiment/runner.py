@@ -701,7 +701,7 @@ def _check_memory(processes: dict, first_dataset: tf.data.Dataset, population: i
   if refusal:
     raise config_lib.ConfigError(refusal)
   log(f'Memory: estimated peak {estimate.describe()}' +
-      (f' of {available / memory.GIB:.1f} GiB this run may use.' if available else '.'))
+      (f' of {memory.gib(available)} GiB this run may use.' if available else '.'))
   return estimate
 
 

@@ -86,6 +86,12 @@ REFUSAL_MARK = 'it would not finish'
 MARGIN = 1.1
 
 
+def gib(num_bytes: float) -> str:
+  """`num_bytes` in GiB as a message prints it: one decimal, two significant digits below
+  0.1 GiB (a budget of 0.05 GiB is not '0.0')."""
+  return f'{num_bytes / GIB:.1f}' if num_bytes >= 0.095 * GIB else f'{num_bytes / GIB:.2g}'
+
+
 def tff_type_bytes(type_spec) -> int:
   """Bytes of the tensors of a TFF type (a placed type counts its member once; a sequence or
   a tensor of unknown shape counts 0)."""
@@ -209,9 +215,9 @@ class Estimate:
     return int(MARGIN * (self.base + self.resident + self.round + self.tff))
 
   def describe(self) -> str:
-    return (f'{self.total / GIB:.1f} GiB (base {self.base / GIB:.1f}, states and models '
-            f'{self.resident / GIB:.1f}, a round {self.round / GIB:.1f}' +
-            (f", TFF's runtime {self.tff / GIB:.1f}" if self.tff else '') + ')')
+    return (f'{gib(self.total)} GiB (base {gib(self.base)}, states and models '
+            f'{gib(self.resident)}, a round {gib(self.round)}' +
+            (f", TFF's runtime {gib(self.tff)}" if self.tff else '') + ')')
 
 
 def estimate_run(sizes: Mapping[str, ProcessSizes],
@@ -459,7 +465,7 @@ def plan(sizes: Mapping[str, ProcessSizes],
       continue
     total = estimate_run(sizes, **options, tff_subrounds=tff_subrounds, **common).total
     if total <= available:
-      fits.append(f'{label} ({total / GIB:.1f} GiB)')
+      fits.append(f'{label} ({gib(total)} GiB)')
   if estimate.tff:  # The fewest subrounds of TFF's round that fit.
     for subrounds in range(tff_subrounds + 1, clients_per_round + 1):
       total = estimate_run(sizes,
@@ -469,7 +475,7 @@ def plan(sizes: Mapping[str, ProcessSizes],
                            tff_subrounds=subrounds,
                            **common).total
       if total <= available:
-        fits.append(f'tff_subrounds={subrounds} ({total / GIB:.1f} GiB)')
+        fits.append(f'tff_subrounds={subrounds} ({gib(total)} GiB)')
         break
   if len(sizes) > 1:
     alone = {
@@ -484,8 +490,8 @@ def plan(sizes: Mapping[str, ProcessSizes],
     }
     if min(alone.values()) <= available:
       fits.append('fewer algorithms at once (alone: ' +
-                  ', '.join(f'{name} {total / GIB:.1f}' for name, total in alone.items()) + ' GiB)')
+                  ', '.join(f'{name} {gib(total)}' for name, total in alone.items()) + ' GiB)')
   return estimate, available, (
       f'This run needs about {estimate.describe()} at its peak, more than the '
-      f'{available / GIB:.1f} GiB it may use; {REFUSAL_MARK}. What fits: ' +
+      f'{gib(available)} GiB it may use; {REFUSAL_MARK}. What fits: ' +
       ('; '.join(fits) if fits else 'nothing of these settings: a larger machine') + '.')

@@ -96,10 +96,10 @@ def check_paths_read(readers: Sequence[str], source: str | None, data_dir: str |
       keras (which downloads to its own cache).
   """
   if data_path is not None and source is not None and source not in PATH_SOURCES:
-    raise DataSourceError(f'--data_path={data_path} is read by {" or ".join(readers)}, not by '
-                          f'--source={source}, which would ignore it.')
+    raise DataSourceError(f'data_path={data_path} is read by {" or ".join(readers)}, not by '
+                          f'source={source}, which would ignore it.')
   if data_dir is not None and source == 'keras':
-    raise DataSourceError(f'--data_dir={data_dir} is not read by --source=keras, which '
+    raise DataSourceError(f'data_dir={data_dir} is not read by source=keras, which '
                           "downloads to Keras's own cache: name a source that reads it "
                           f'({" or ".join([*readers, "tfds"])}), or leave it out.')
 
@@ -127,8 +127,8 @@ def choose_source(name: str,
     for candidate in readers:
       if _reads(candidate, pathlib.Path(data_path)):
         return candidate
-    raise DataSourceError(f'Which source reads --data_path={data_path}? Name it with '
-                          f'--source ({" or ".join(readers)}).')
+    raise DataSourceError(f'Which source reads data_path={data_path}? Name its '
+                          f'source ({" or ".join(readers)}).')
   check_paths_read(readers, source, data_dir, data_path)
   if source is not None:
     return source
@@ -139,9 +139,9 @@ def choose_source(name: str,
         return local_source
     if default == 'keras':  # The download would not read the directory named.
       raise DataSourceError(
-          f'--data_dir={data_dir} holds no file of {name} '
+          f'data_dir={data_dir} holds no file of {name} '
           f'({", ".join(named.values()) or "none is fetched for it"}): python -m '
-          f'experiments.get_data --data_dir={data_dir} fetches them; or name --source.')
+          f'experiments.get_data --data_dir={data_dir} fetches them; or name a source.')
   return default
 
 
@@ -271,14 +271,14 @@ def load_images(name: str,
 
 def _existing(path: str | None, source: str) -> pathlib.Path:
   if not path:
-    raise DataSourceError(f"The '{source}' source needs a path (--data_path).")
+    raise DataSourceError(f"The '{source}' source needs a path (data_path).")
   return _checked(pathlib.Path(path))
 
 
 def _checked(path: pathlib.Path) -> pathlib.Path:
   if not path.exists():
     raise DataSourceError(f'Data file {path} does not exist (`python -m experiments.get_data '
-                          '--data_dir=<dir>` fetches the data sets; or give --data_path).')
+                          '--data_dir=<dir>` fetches the data sets; or give data_path).')
   if not (path.is_file() or path.is_dir()):  # A FIFO, socket or device would block a read.
     raise DataSourceError(f'{path} is neither a file nor a folder (a pipe or a device?): give '
                           'a data file.')
@@ -292,8 +292,8 @@ def _load_keras(name: str) -> ImageArrays:
   except Exception as e:  # pylint: disable=broad-except
     raise DataSourceError(
         f'tf.keras.datasets.{name}.load_data() failed ({type(e).__name__}: {str(e)[:200]}). '
-        "Without internet, use --source=npz --data_path=<a Keras-layout .npz file> (for "
-        "MNIST) or --source=imagefolder.") from e
+        "Without internet, use source=npz with data_path=<a Keras-layout .npz file> (for "
+        "MNIST) or source=imagefolder.") from e
   if x_train.ndim == 3:  # MNIST: [N, 28, 28] without the channel axis.
     x_train, x_test = x_train[..., None], x_test[..., None]
   return ImageArrays(x_train,
@@ -308,7 +308,7 @@ def _load_tfds(name: str, data_dir: str | None) -> ImageArrays:
   except Exception as e:  # pylint: disable=broad-except
     raise DataSourceError(
         f'tfds.load({name!r}) failed ({type(e).__name__}: {str(e)[:200]}). Without internet, '
-        'give a prepared --data_dir, or another --source.') from e
+        'give a prepared data_dir, or another source.') from e
   return ImageArrays(x_train, y_train, x_test, y_test)
 
 
@@ -577,7 +577,7 @@ def load_shakespeare(
     except Exception as e:  # pylint: disable=broad-except
       raise DataSourceError(
           f'tff.simulation.datasets.shakespeare.load_data() failed ({type(e).__name__}: '
-          f'{str(e)[:200]}). Without internet, use --source=text --data_path=<a play as plain '
+          f'{str(e)[:200]}). Without internet, use source=text with data_path=<a play as plain '
           'text>.') from e
   if source != 'text':
     raise DataSourceError(f'Unknown text source {source!r}; known: {list(TEXT_SOURCES)}.')

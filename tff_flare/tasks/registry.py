@@ -207,7 +207,7 @@ def _shakespeare_task(name: str, o: TaskOptions) -> Task:
   seed, epochs = o.seed, o.epochs
   if len(chosen) < asked:
     what = f'{asked} Shakespeare clients asked' + ('' if o.num_clients else " (the authors' 10)")
-    advice = f': give --num_clients={len(chosen)} or fewer.' if chosen else '.'
+    advice = f': give num_clients={len(chosen)} or fewer.' if chosen else '.'
     raise data_sources.DataSourceError(
         f'{what}, but only {len(chosen)} roles of the data have more than 30 batches{advice}')
 
