@@ -1,9 +1,11 @@
 """The project's programs. Importing this package, before TensorFlow, silences TensorFlow's
 C++ log lines unless `TF_CPP_MIN_LOG_LEVEL` is set, and opts the programs in to
-TensorFlow's reusing CPU allocator (`TF_CPU_ALLOCATOR_USE_BFC`, unless already set): without
-it every large tensor an op outputs is fresh memory that the kernel maps page by page, which
-costs more than the arithmetic of an elementwise op on the FC's 16.6M-entry kernels (measured
-at commit 679a65b). TFF's worker processes inherit the setting.
+TensorFlow's BFC allocator on the CPU (`TF_CPU_ALLOCATOR_USE_BFC`, unless already set):
+FLARE's round on the FC takes 7.9 s with it and 8.6 s with oneDNN's allocator, TensorFlow's
+default (docs/performance.md, "Memory"). Both keep what a round frees. A run that must give it
+back (several algorithms beside TFF's FedAvg on a small machine) sets
+`TF_ENABLE_ONEDNN_OPTS=0 TF_CPU_ALLOCATOR_USE_BFC=false` for the C library's allocator, 1.7x
+slower; the memory estimate reads which one is on. TFF's worker processes inherit the setting.
 
 Started as a program (`python -m experiments.<binary>`), the package also makes Ctrl-C during
 the binary's imports a one-line exit (status 130); imported as a library it does nothing else.

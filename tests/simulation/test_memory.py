@@ -123,10 +123,53 @@ class EstimateTest(tf.test.TestCase):
     # Measured on the FC: one round of 1, 3 and 5 algorithms at 4.55, 5.67 and 6.37 GiB.
     one = self._estimate(_sizes(flare='stateful'), storage='disk')
     three = self._estimate(_sizes(flare='stateful', ec='stateful', ef21='stateful'), storage='disk')
-    self.assertEqual(three.round - one.round, 2 * memory.KEPT_MODELS_PER_ALGORITHM * 100 * 2**20)
+    self.assertEqual(three.round - one.round, 2 * 2 * memory.KEPT_MODELS_PER_ALGORITHM_AND_THREAD *
+                     100 * 2**20)  # 2 threads.
+    three_one_thread = self._estimate(_sizes(flare='stateful', ec='stateful', ef21='stateful'),
+                                      storage='disk',
+                                      threads=1)
+    one_one_thread = self._estimate(_sizes(flare='stateful'), storage='disk', threads=1)
+    self.assertEqual(three_one_thread.round - one_one_thread.round,
+                     2 * memory.KEPT_MODELS_PER_ALGORITHM_AND_THREAD * 100 * 2**20)
     # TFF's own algorithms run in TFF's worker, not in this process's allocator.
     self.assertEqual(
         self._estimate(_sizes(flare='stateful', tff_fedavg='tff'), storage='disk').round, one.round)
+
+  def test_the_system_allocator_gives_each_round_back(self):
+    # Measured on the FC (docs/performance.md): with the C library's allocator the process
+    # holds no more after five algorithms' rounds than after one, and TFF's round runs beside
+    # the states, not beside the in-process rounds' memory.
+    flare = _sizes(flare='stateful')
+    three = _sizes(flare='stateful', ec='stateful', ef21='stateful')
+    system = dict(storage='disk', pooling=False)
+    self.assertEqual(self._estimate(three, **system).round, self._estimate(flare, **system).round)
+    self.assertGreater(
+        self._estimate(three, storage='disk').round,
+        self._estimate(flare, storage='disk').round)
+    with_tff = _sizes(flare='stateful', tff_fedavg='tff')
+    pooled, given_back = self._estimate(with_tff), self._estimate(with_tff, pooling=False)
+    self.assertEqual(pooled.tff, given_back.tff)
+    in_process = self._estimate(flare).round
+    self.assertEqual(pooled.round, in_process)  # The driver's share is the smaller here.
+    self.assertEqual(given_back.round + given_back.tff,
+                     max(in_process, given_back.tff + 2 * 100 * 2**20))
+    self.assertLess(given_back.total, pooled.total)
+
+  def test_which_allocator_pools(self):
+    for environ, pools in (({}, True), ({
+        'TF_CPU_ALLOCATOR_USE_BFC': 'false'
+    }, True), ({
+        'TF_ENABLE_ONEDNN_OPTS': '0'
+    }, False), ({
+        'TF_ENABLE_ONEDNN_OPTS': 'False',
+        'TF_CPU_ALLOCATOR_USE_BFC': 'FALSE'
+    }, False), ({
+        'TF_ENABLE_ONEDNN_OPTS': '0',
+        'TF_CPU_ALLOCATOR_USE_BFC': 'true'
+    }, True), ({
+        'TF_ENABLE_ONEDNN_OPTS': '1'
+    }, True)):
+      self.assertEqual(memory.allocator_pools(environ), pools, environ)
 
   def test_an_evaluation_larger_than_a_step_adds_its_activations(self):
     # VGG11 trained at batch 8 and evaluated at batch 500 (the image tasks' least): estimated
@@ -192,8 +235,24 @@ class EstimateTest(tf.test.TestCase):
     common = _FULL_ROUND
     base = memory.resident_bytes()
     in_two = memory.estimate_run(sizes, **dict(common, base=base, tff_subrounds=2)).total
-    _, _, refusal = memory.plan(sizes, budget=in_two + 2**26, **common)
+    _, _, refusal = memory.plan(sizes, budget=in_two + 2**26, **common, pooling=True)
     self.assertIn('What fits: tff_subrounds=2 (', refusal)
+
+  def test_a_refusal_names_the_system_allocator_where_only_it_fits(self):
+    sizes = _sizes(flare='stateful', ec='stateful', fedavg='plain', tff_fedavg='tff')
+    common = dict(_FULL_ROUND, storage='disk', threads=1)
+    base = memory.resident_bytes()
+    given_back = memory.estimate_run(sizes, **dict(common, base=base, pooling=False)).total
+    pooled = memory.estimate_run(sizes, **dict(common, base=base, tff_subrounds=10)).total
+    self.assertLess(given_back, pooled)  # No number of subrounds fits with the pool.
+    _, _, refusal = memory.plan(sizes, budget=given_back + 2**26, **common, pooling=True)
+    self.assertRegex(
+        refusal, r'; the system allocator \(TF_ENABLE_ONEDNN_OPTS=0 '
+        r'TF_CPU_ALLOCATOR_USE_BFC=false in the environment; slower rounds\) \([0-9.]+ GiB\)\.$')
+    self.assertNotIn('tff_subrounds=', refusal)
+    # Already on the system allocator, it is not named again.
+    _, _, refusal = memory.plan(sizes, budget=given_back // 2, **common, pooling=False)
+    self.assertNotIn('system allocator', refusal)
 
 
 class MeasuredTest(tf.test.TestCase):

@@ -24,13 +24,16 @@ The estimate's terms (bytes; `M` a model's trainable weights, `S` a client's sta
              backward pass keeps, `forward_bytes`; the evaluation's on one test batch where
              that is larger), and
              up to threads + 1 finished clients' message and new state waiting to be added,
-             and the sum; and what TensorFlow's allocator keeps of the other in-process
-             algorithms' rounds (`KEPT_MODELS_PER_ALGORITHM` models each);
+             and the sum; and, where TensorFlow's CPU allocator pools (`allocator_pools`),
+             what it keeps of the other in-process algorithms' rounds
+             (`KEPT_MODELS_PER_ALGORITHM_AND_THREAD` models each and a thread);
   TFF        an algorithm on TFF's runtime (TFF's own FedAvg): the `worker_binary`'s copies
              of the model for every client of the round (`TFF_MODELS_PER_CLIENT`): TFF's
              local runtime holds a round's clients at once, whatever its concurrency; in
              subrounds (`tff_subrounds`) a subround's, and the mergeable context's own
-             values (`SUBROUND_MODELS`, `DRIVER_STATES_PER_SUBROUND`).
+             values (`SUBROUND_MODELS`, `DRIVER_STATES_PER_SUBROUND`). A pooling allocator
+             keeps the in-process rounds' memory while TFF's round runs, so the two add up;
+             the system allocator gives it back, so the larger of the two counts.
 
 The constants are fitted to the peaks `python -m benchmarks.memory` measures
 (`docs/performance.md`, "Memory").
@@ -38,6 +41,7 @@ The constants are fitted to the peaks `python -m benchmarks.memory` measures
 
 import dataclasses
 import math
+import os
 import pathlib
 import threading
 import time
@@ -65,12 +69,14 @@ _NOT_ACTIVATIONS = frozenset(
     ('ReadVariableOp', 'Const', 'VarHandleOp', 'Placeholder', 'Identity', 'IdentityN'))
 # Model-sized values TFF's worker holds per client of a round (fitted).
 TFF_MODELS_PER_CLIENT = 4.0
-# TensorFlow's CPU allocator (BFC, which the programs opt in to: `experiments/__init__.py`)
+# TensorFlow's pooling CPU allocator (BFC, which the programs opt in to, or oneDNN's own)
 # keeps the memory of a round for good, and the next algorithms' rounds of a run, whose
 # tensors come in other sizes, add to it rather than reuse all of it: model-sized tensors kept
-# per algorithm after the first (fitted on the FC, one round, states on disk: 1 algorithm
-# 4.55 GiB, 3 algorithms 5.67, 5 algorithms 6.37, about 3.4-4.1 models each).
-KEPT_MODELS_PER_ALGORITHM = 4.0
+# per algorithm after the first and per client thread (fitted on the FC, one round, states on
+# disk, 2 threads: 1 algorithm 4.55 GiB, 3 algorithms 5.67, 5 algorithms 6.37, about 3.4-4.1
+# models an algorithm; the authors' whole preset with 1 thread and TFF's round in 5
+# subrounds, 8.30 GiB, which 4 models an algorithm overestimated by 30 %).
+KEPT_MODELS_PER_ALGORITHM_AND_THREAD = 2.0
 # TFF's round in subrounds (`tff_subrounds`, TFF's mergeable context over its one worker),
 # fitted on TFF's FedAvg on the FC, 10 clients, two rounds (docs/performance.md): server
 # states the driver holds per subround (each subround's arguments and partial aggregate, in
@@ -84,6 +90,23 @@ TFF_WORKER_BASE = int(0.7 * GIB)
 REFUSAL_MARK = 'it would not finish'
 # The estimate's margin for what the arithmetic does not see (allocator slack, Keras).
 MARGIN = 1.1
+
+# The environment that gives TensorFlow the C library's allocator, which returns what a round
+# freed (TensorFlow reads it when it is imported): its rounds are slower (FLARE on the FC 1.7x).
+SYSTEM_ALLOCATOR = {'TF_ENABLE_ONEDNN_OPTS': '0', 'TF_CPU_ALLOCATOR_USE_BFC': 'false'}
+SYSTEM_ALLOCATOR_ENV = ' '.join(f'{name}={value}' for name, value in SYSTEM_ALLOCATOR.items())
+
+
+def allocator_pools(environ: Mapping[str, str] = os.environ) -> bool:
+  """Whether TensorFlow's CPU allocator keeps the memory a round freed (a pool) in a process
+  with `environ`: BFC (`TF_CPU_ALLOCATOR_USE_BFC`), or, without it, oneDNN's allocator, which
+  TensorFlow uses while its oneDNN ops are on (`TF_ENABLE_ONEDNN_OPTS`, on by default on x86
+  Linux). Only with both off does it allocate from the C library, which gives it back."""
+
+  def flag(name: str, default: bool) -> bool:
+    return environ.get(name, str(default)).strip().lower() in ('1', 'true')
+
+  return flag('TF_CPU_ALLOCATOR_USE_BFC', False) or flag('TF_ENABLE_ONEDNN_OPTS', True)
 
 
 def gib(num_bytes: float) -> str:
@@ -230,7 +253,8 @@ def estimate_run(sizes: Mapping[str, ProcessSizes],
                  base: int,
                  evaluates: bool = True,
                  evaluation_forward: int = 0,
-                 tff_subrounds: int = 1) -> Estimate:
+                 tff_subrounds: int = 1,
+                 pooling: bool = True) -> Estimate:
   """The peak of a run training `sizes`' algorithms side by side.
 
   Args:
@@ -246,6 +270,9 @@ def estimate_run(sizes: Mapping[str, ProcessSizes],
       which may be larger than a training step's (the image tasks evaluate in batches of at
       least 500): the allocator's pool holds the larger of the two.
     tff_subrounds: subrounds of a round on TFF's local runtime (`tff_subrounds`).
+    pooling: whether TensorFlow's CPU allocator keeps what a round freed
+      (`allocator_pools()`): then the in-process algorithms' rounds add to each other and
+      to TFF's round; else each round's memory is given back before the next.
   """
   here = [s for s in sizes.values() if not s.on_tff and execution == 'inprocess']
   on_tff = [s for s in sizes.values() if s.on_tff or execution != 'inprocess']
@@ -267,9 +294,9 @@ def estimate_run(sizes: Mapping[str, ProcessSizes],
     round_bytes += max(
         0, evaluation_forward -
         max([threads * ACTIVATIONS_PER_FORWARD * s.forward for s in here] + [0]))
-  if here:  # What the allocator keeps of the rounds of the algorithms after the largest.
-    round_bytes += KEPT_MODELS_PER_ALGORITHM * (sum(s.model for s in here) - max(s.model
-                                                                                 for s in here))
+  if here and pooling:  # What the pool keeps of the rounds of the algorithms after the largest.
+    round_bytes += threads * KEPT_MODELS_PER_ALGORITHM_AND_THREAD * (sum(s.model for s in here) -
+                                                                     max(s.model for s in here))
   tff_bytes: float = 0
   if on_tff and execution != 'remote':
     # TFF's runtime holds every client's values of a call at once, whatever its concurrency
@@ -280,11 +307,17 @@ def estimate_run(sizes: Mapping[str, ProcessSizes],
     # The driver also holds what it sends and receives: the server state and the states
     # (with 'files', the clients' computations read and write their states themselves).
     moved = 0 if storage == 'files' else 2 * clients_per_round
-    round_bytes = max(round_bytes, max(2 * s.server_state + moved * s.client_state for s in on_tff))
+    sent = max(2 * s.server_state + moved * s.client_state for s in on_tff)
+    subrounds_bytes = 0.0
     if tff_subrounds > 1:  # TFF's mergeable context: each subround's arguments, in Python.
-      round_bytes += tff_subrounds * DRIVER_STATES_PER_SUBROUND * max(
+      subrounds_bytes = tff_subrounds * DRIVER_STATES_PER_SUBROUND * max(
           s.server_state for s in on_tff)
       tff_bytes += SUBROUND_MODELS * max(s.model for s in on_tff)
+    if pooling:  # The pool holds the in-process rounds' memory through TFF's round.
+      round_bytes = max(round_bytes, sent) + subrounds_bytes
+    else:  # Given back before TFF's round: the larger of the two ('round' is then what this
+      # process adds beside TFF's runtime).
+      round_bytes = max(round_bytes - tff_bytes, sent + subrounds_bytes)
   floor = sum(s.server_state + (s.client_state * clients_with_state if storage == 'memory' else 0)
               for s in sizes.values())
   floor += max(threads * (2 * s.model + s.client_state) + s.model for s in sizes.values())
@@ -434,63 +467,68 @@ def plan(sizes: Mapping[str, ProcessSizes],
          evaluates: bool,
          evaluation_forward: int = 0,
          tff_subrounds: int = 1,
-         budget: Optional[int] = None) -> tuple[Estimate, Optional[int], Optional[str]]:
+         budget: Optional[int] = None,
+         pooling: Optional[bool] = None) -> tuple[Estimate, Optional[int], Optional[str]]:
   """The run's estimate, what it may use (`budget`, else `available_bytes()`), and, when the
   estimate is larger, the one-line refusal naming the settings that would fit (None when it
-  fits, or when what it may use is unknown)."""
-  base = resident_bytes()
+  fits, or when what it may use is unknown). `pooling`: the allocator's kind (default: this
+  process's, `allocator_pools()`)."""
+  pooling = allocator_pools() if pooling is None else pooling
   common: dict[str, Any] = dict(clients_with_state=clients_with_state,
                                 clients_per_round=clients_per_round,
                                 evaluates=evaluates,
                                 evaluation_forward=evaluation_forward,
-                                base=base)
-  estimate = estimate_run(sizes,
-                          threads=threads,
-                          storage=storage,
-                          execution=execution,
-                          tff_subrounds=tff_subrounds,
-                          **common)
+                                execution=execution,
+                                base=resident_bytes())
+  asked: dict[str, Any] = dict(threads=threads,
+                               storage=storage,
+                               tff_subrounds=tff_subrounds,
+                               pooling=pooling)
+
+  def total(**changes) -> int:
+    return estimate_run(sizes, **{**common, **asked, **changes}).total
+
+  estimate = estimate_run(sizes, **common, **asked)
   available = budget if budget is not None else available_bytes()
   if available is None or estimate.total <= available:
     return estimate, available, None
   fits = []
   variants: tuple[tuple[str, dict[str, Any]],
-                  ...] = (('client_state_storage=disk', dict(storage='disk')),
-                          ('client_threads=1', dict(threads=1)), ('both',
-                                                                  dict(storage='disk', threads=1)))
+                  ...] = (('client_state_storage=disk', dict(storage='disk')), ('client_threads=1',
+                                                                                dict(threads=1)),
+                          ('client_state_storage=disk, client_threads=1',
+                           dict(storage='disk', threads=1)))
+  variants = tuple((label, changes)
+                   for label, changes in variants
+                   if any(asked[k] != v for k, v in changes.items()))
   for label, changes in variants:
-    options: dict[str, Any] = dict(threads=threads, storage=storage, execution=execution)
-    options.update(changes)
-    if options == dict(threads=threads, storage=storage, execution=execution):
-      continue
-    total = estimate_run(sizes, **options, tff_subrounds=tff_subrounds, **common).total
-    if total <= available:
-      fits.append(f'{label} ({gib(total)} GiB)')
-  if estimate.tff:  # The fewest subrounds of TFF's round that fit.
-    for subrounds in range(tff_subrounds + 1, clients_per_round + 1):
-      total = estimate_run(sizes,
-                           threads=threads,
-                           storage=storage,
-                           execution=execution,
-                           tff_subrounds=subrounds,
-                           **common).total
-      if total <= available:
-        fits.append(f'tff_subrounds={subrounds} ({gib(total)} GiB)')
-        break
+    if total(**changes) <= available:
+      fits.append(f'{label} ({gib(total(**changes))} GiB)')
+  subrounds = range(tff_subrounds + 1, clients_per_round + 1) if estimate.tff else ()
+  for k in subrounds:  # The fewest subrounds of TFF's round that fit.
+    if total(tff_subrounds=k) <= available:
+      fits.append(f'tff_subrounds={k} ({gib(total(tff_subrounds=k))} GiB)')
+      break
   if len(sizes) > 1:
-    alone = {
-        name: estimate_run({
-            name: s
-        },
-                           threads=threads,
-                           storage=storage,
-                           execution=execution,
-                           tff_subrounds=tff_subrounds,
-                           **common).total for name, s in sizes.items()
-    }
+    alone = {name: estimate_run({name: s}, **common, **asked).total for name, s in sizes.items()}
     if min(alone.values()) <= available:
       fits.append('fewer algorithms at once (alone: ' +
-                  ', '.join(f'{name} {gib(total)}' for name, total in alone.items()) + ' GiB)')
+                  ', '.join(f'{name} {gib(t)}' for name, t in alone.items()) + ' GiB)')
+  if pooling:  # The system allocator, with the fewest of the other changes that fit.
+    for label, changes in (('', {}),) + variants:
+      fitting = [
+          k for k in (tff_subrounds, *subrounds)
+          if total(**changes, tff_subrounds=k, pooling=False) <= available
+      ]
+      if fitting:
+        k = fitting[0]
+        settings = [label] if label else []
+        if k != tff_subrounds:
+          settings.append(f'tff_subrounds={k}')
+        fits.append(f'the system allocator ({SYSTEM_ALLOCATOR_ENV} in the environment; slower '
+                    'rounds)' + (f' with {", ".join(settings)}' if settings else '') +
+                    f' ({gib(total(**changes, tff_subrounds=k, pooling=False))} GiB)')
+        break
   return estimate, available, (
       f'This run needs about {estimate.describe()} at its peak, more than the '
       f'{gib(available)} GiB it may use; {REFUSAL_MARK}. What fits: ' +
