@@ -156,20 +156,17 @@ class EstimateTest(tf.test.TestCase):
     self.assertLess(given_back.total, pooled.total)
 
   def test_which_allocator_pools(self):
-    for environ, pools in (({}, True), ({
-        'TF_CPU_ALLOCATOR_USE_BFC': 'false'
-    }, True), ({
-        'TF_ENABLE_ONEDNN_OPTS': '0'
-    }, False), ({
-        'TF_ENABLE_ONEDNN_OPTS': 'False',
-        'TF_CPU_ALLOCATOR_USE_BFC': 'FALSE'
-    }, False), ({
-        'TF_ENABLE_ONEDNN_OPTS': '0',
-        'TF_CPU_ALLOCATOR_USE_BFC': 'true'
-    }, True), ({
-        'TF_ENABLE_ONEDNN_OPTS': '1'
-    }, True)):
-      self.assertEqual(memory.allocator_pools(environ), pools, environ)
+    env = lambda onednn=None, bfc=None: {  # pylint: disable=g-long-lambda
+        name: value
+        for name, value in (('TF_ENABLE_ONEDNN_OPTS', onednn), ('TF_CPU_ALLOCATOR_USE_BFC', bfc))
+        if value is not None
+    }
+    # A value TensorFlow does not read as a boolean ('no', ' 0', 'off') leaves its default.
+    for environ in (env(), env(bfc='false'), env(onednn='1'), env('0', 'true'), env('no', '0'),
+                    env(' 0', 'false')):
+      self.assertTrue(memory.allocator_pools(environ), environ)
+    for environ in (env(onednn='0'), env('False', 'FALSE'), env('0', 'off')):
+      self.assertFalse(memory.allocator_pools(environ), environ)
 
   def test_an_evaluation_larger_than_a_step_adds_its_activations(self):
     # VGG11 trained at batch 8 and evaluated at batch 500 (the image tasks' least): estimated

@@ -103,8 +103,9 @@ def allocator_pools(environ: Mapping[str, str] = os.environ) -> bool:
   TensorFlow uses while its oneDNN ops are on (`TF_ENABLE_ONEDNN_OPTS`, on by default on x86
   Linux). Only with both off does it allocate from the C library, which gives it back."""
 
-  def flag(name: str, default: bool) -> bool:
-    return environ.get(name, str(default)).strip().lower() in ('1', 'true')
+  def flag(name: str, default: bool) -> bool:  # As TensorFlow reads it: else its default.
+    value = environ.get(name, '').lower()
+    return {'1': True, 'true': True, '0': False, 'false': False}.get(value, default)
 
   return flag('TF_CPU_ALLOCATOR_USE_BFC', False) or flag('TF_ENABLE_ONEDNN_OPTS', True)
 
