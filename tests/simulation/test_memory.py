@@ -247,6 +247,13 @@ class EstimateTest(tf.test.TestCase):
         refusal, r'; the system allocator \(TF_ENABLE_ONEDNN_OPTS=0 '
         r'TF_CPU_ALLOCATOR_USE_BFC=false in the environment; slower rounds\) \([0-9.]+ GiB\)\.$')
     self.assertNotIn('tff_subrounds=', refusal)
+    # A lighter setting names only what it changes: with one thread asked, states on disk
+    # are 'client_state_storage=disk' (was also '..., client_threads=1').
+    in_memory = dict(common, storage='memory')
+    on_disk = memory.estimate_run(sizes, **dict(in_memory, base=base, storage='disk')).total
+    _, _, refusal = memory.plan(sizes, budget=on_disk + 2**26, **in_memory, pooling=True)
+    self.assertIn('What fits: client_state_storage=disk (', refusal)
+    self.assertNotIn('client_threads=1', refusal)
     # Already on the system allocator, it is not named again.
     _, _, refusal = memory.plan(sizes, budget=given_back // 2, **common, pooling=False)
     self.assertNotIn('system allocator', refusal)

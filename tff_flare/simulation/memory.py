@@ -458,6 +458,12 @@ def available_bytes() -> Optional[int]:
   return None if machine is None else resident_bytes() + machine
 
 
+# Lighter settings a refusal tries (the estimate's arguments), and their names as settings.
+_LIGHTER_SETTINGS: tuple[dict[str, Any], ...] = (dict(storage='disk'), dict(threads=1),
+                                                 dict(storage='disk', threads=1))
+_SETTING_NAMES = dict(storage='client_state_storage', threads='client_threads')
+
+
 def plan(sizes: Mapping[str, ProcessSizes],
          *,
          clients_with_state: int,
@@ -494,15 +500,12 @@ def plan(sizes: Mapping[str, ProcessSizes],
   if available is None or estimate.total <= available:
     return estimate, available, None
   fits = []
-  variants: tuple[tuple[str, dict[str, Any]],
-                  ...] = (('client_state_storage=disk', dict(storage='disk')), ('client_threads=1',
-                                                                                dict(threads=1)),
-                          ('client_state_storage=disk, client_threads=1',
-                           dict(storage='disk', threads=1)))
-  variants = tuple((label, changes)
-                   for label, changes in variants
-                   if any(asked[k] != v for k, v in changes.items()))
-  for label, changes in variants:
+  variants: dict[str, dict[str, Any]] = {}  # {label: the settings it changes}
+  for lighter in _LIGHTER_SETTINGS:
+    changed = {k: v for k, v in lighter.items() if asked[k] != v}
+    if changed:
+      variants[', '.join(f'{_SETTING_NAMES[k]}={v}' for k, v in changed.items())] = changed
+  for label, changes in variants.items():
     if total(**changes) <= available:
       fits.append(f'{label} ({gib(total(**changes))} GiB)')
   subrounds = range(tff_subrounds + 1, clients_per_round + 1) if estimate.tff else ()
@@ -516,7 +519,7 @@ def plan(sizes: Mapping[str, ProcessSizes],
       fits.append('fewer algorithms at once (alone: ' +
                   ', '.join(f'{name} {gib(t)}' for name, t in alone.items()) + ' GiB)')
   if pooling:  # The system allocator, with the fewest of the other changes that fit.
-    for label, changes in (('', {}),) + variants:
+    for label, changes in [('', {}), *variants.items()]:
       fitting = [
           k for k in (tff_subrounds, *subrounds)
           if total(**changes, tff_subrounds=k, pooling=False) <= available
