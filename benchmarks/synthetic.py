@@ -17,7 +17,6 @@ real data does:
 import collections
 from collections.abc import Callable
 import dataclasses
-from typing import Union
 
 import numpy as np
 import tensorflow as tf
@@ -44,7 +43,7 @@ class SyntheticModel:
   keras_builder: Callable[[], tf.keras.Model]
   learning_rate: float
   momentum: float
-  reg_steps: Union[int, str] = 1
+  reg_steps: int | str = 1
   text: bool = False
 
 

@@ -16,7 +16,6 @@ import math
 import pathlib
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from typing import Optional
 
 import matplotlib
 
@@ -37,7 +36,7 @@ def label(name: str) -> str:
   return registry.label(name)
 
 
-def _cell(values: Sequence[Optional[float]]) -> str:
+def _cell(values: Sequence[float | None]) -> str:
   known = [v for v in values if v is not None]
   if not known:
     return '-'
@@ -98,7 +97,7 @@ class Ordering:
   holds: int  # Evaluations at which A is better strictly in every seed.
   reverse: int  # Evaluations at which B is better strictly in every seed.
   evaluations: int  # Rounds every seed of both reached.
-  since: Optional[int]  # First round from which A stays better (None: not at the last).
+  since: int | None  # First round from which A stays better (None: not at the last).
 
 
 def ordering(above: Sequence[Curve], below: Sequence[Curve], metric: str = 'accuracy') -> Ordering:
@@ -160,7 +159,7 @@ def _mean_curve(per_seed: Sequence[Curve], key: str):
 
 def plot_seeds(curves: Mapping[str, Sequence[Curve]],
                output: pathlib.Path,
-               title: Optional[str],
+               title: str | None,
                metric: str = 'accuracy') -> None:
   """The metric against the round and against cumulative bytes: seeds thin, their mean bold."""
   fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
@@ -484,7 +483,7 @@ def _draw_masking(drawing: spec.MaskingTable, figure, results, folder) -> str:
 # How the gap scales with sparsity.
 
 
-def fit_slope(xs: Sequence[float], ys: Sequence[float]) -> Optional[float]:
+def fit_slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
   """The least-squares slope of log(y) on log(x) (None with fewer than two points)."""
   points = [(math.log(x), math.log(y)) for x, y in zip(xs, ys) if x > 0 and y > 0]
   if len(points) < 2:
@@ -497,12 +496,12 @@ def fit_slope(xs: Sequence[float], ys: Sequence[float]) -> Optional[float]:
   return sum((p[0] - mean_x) * (p[1] - mean_y) for p in points) / denominator
 
 
-def first_round_at_or_below(curve: Curve, target: float) -> Optional[int]:
+def first_round_at_or_below(curve: Curve, target: float) -> int | None:
   """The first evaluated round whose loss is at most `target` (None if none is)."""
   return next((r for r, v in zip(curve.round, curve.loss) if v <= target), None)
 
 
-def optimum(results, figure) -> Optional[float]:
+def optimum(results, figure) -> float | None:
   """f* of the figure's objective (`spec.OPTIMUM_FILE` in its folder), None where absent."""
   path = results.root / figure.name / spec.OPTIMUM_FILE
   if not path.exists():
@@ -581,8 +580,8 @@ _T95 = {
 @dataclasses.dataclass
 class Exponent:
   """An algorithm's fitted exponent of rounds in delta (rounds ~ delta^exponent)."""
-  mean: Optional[float]  # Over seeds; None without two usable R.
-  half_width: Optional[float]  # Of the 95 % t-interval over seeds; None with one seed.
+  mean: float | None  # Over seeds; None without two usable R.
+  half_width: float | None  # Of the 95 % t-interval over seeds; None with one seed.
   seeds: int
   percents: tuple  # The R fitted on: sparse, and reached by every seed.
   censored: tuple  # The sparse R some seed has not reached (left out of the fit).
@@ -635,7 +634,7 @@ def _tau_curves(drawing: spec.SparsityScaling, figure, results) -> dict[float, C
   return curves
 
 
-def chosen_tau(drawing: spec.SparsityScaling, figure, results) -> tuple[Optional[float], dict]:
+def chosen_tau(drawing: spec.SparsityScaling, figure, results) -> tuple[float | None, dict]:
   """`(the TAU of the study's runs, {TAU of the grid: monotone})`."""
   taus = {
       seed.config.get('tau')

@@ -19,7 +19,7 @@ The papers give no thresholds; ours are named here, with what they mean.
 import operator
 import statistics
 from collections.abc import Callable, Sequence
-from typing import Any, Optional
+from typing import Any
 
 from experiments import charts
 from experiments import runs as runs_lib
@@ -52,11 +52,11 @@ _COMPARE = {
 class Value:
   """A measure's value: `number` (None without runs) and `text` (how the table shows it)."""
 
-  def __init__(self, number: Optional[float], text: str):
+  def __init__(self, number: float | None, text: str):
     self.number, self.text = number, text
 
 
-def _f(value: Optional[float]) -> str:
+def _f(value: float | None) -> str:
   return '-' if value is None else f'{value:.3f}'
 
 
@@ -64,7 +64,7 @@ def _mean(seeds,
           algorithm: str,
           round_num: int,
           metric: str = 'accuracy',
-          window: bool = False) -> Optional[float]:
+          window: bool = False) -> float | None:
   """The mean over the seeds of the algorithm's value after `round_num` rounds (`window`:
   of its final window ending there)."""
   values = [
@@ -74,7 +74,7 @@ def _mean(seeds,
   return None if not values or None in values else statistics.mean(values)
 
 
-def _known(values: Sequence[Optional[float]]) -> Optional[list[float]]:
+def _known(values: Sequence[float | None]) -> list[float] | None:
   """`values` when every one is known, else None."""
   known = [v for v in values if v is not None]
   return known if len(known) == len(values) else None
@@ -92,7 +92,7 @@ def _rounds(seed, algorithm: str) -> set[int]:
   return set().union(*(set(c[algorithm].round) for c in seed.curves if algorithm in c))
 
 
-def _window(seed, algorithm: str, round_num: int, metric: str = 'accuracy') -> Optional[float]:
+def _window(seed, algorithm: str, round_num: int, metric: str = 'accuracy') -> float | None:
   """The mean of the algorithm's last WINDOW evaluations up to `round_num` in the seed (None
   where the seed has not evaluated it after `round_num` rounds)."""
   if seed.at(algorithm, round_num, metric) is None:
@@ -101,7 +101,7 @@ def _window(seed, algorithm: str, round_num: int, metric: str = 'accuracy') -> O
   return statistics.mean(seed.at(algorithm, r, metric) for r in rounds)
 
 
-def _end(seed, names: Sequence[str], round_num: Optional[int]) -> Optional[int]:
+def _end(seed, names: Sequence[str], round_num: int | None) -> int | None:
   """`round_num`, or (None) the last evaluation every one of `names` reached in the seed."""
   if round_num is not None:
     return round_num
@@ -163,7 +163,7 @@ def gap(
     above: str,
     below: str,
     round: int,  # pylint: disable=redefined-builtin
-    below_select: Optional[spec.Select] = None,
+    below_select: spec.Select | None = None,
     metric: str = 'accuracy',
     window: bool = False) -> Value:
   """Mean accuracy (or loss) of `above` minus that of `below` after `round` rounds (`below`
@@ -240,7 +240,7 @@ def sooner(results,
            selects: Sequence[spec.Select],
            first: str,
            others: Sequence[str],
-           round: Optional[int] = None,
+           round: int | None = None,
            fraction: float = 0.9) -> Value:  # pylint: disable=redefined-builtin
   """The share of seeds in which `first` reaches the target at an earlier evaluation than each
   of `others` (one that never reaches it is later): the target is `fraction` of the lowest of
@@ -278,7 +278,7 @@ def leads(
     selects: Sequence[spec.Select],
     above: str,
     below: Sequence[str],
-    round: Optional[int] = None,
+    round: int | None = None,
     margin: str = 'ZERO',
     metric: str = 'accuracy'  # pylint: disable=redefined-builtin
 ) -> Value:
@@ -479,7 +479,7 @@ def measure(results, m: spec.Measure) -> Value:
   return MEASURES[m.kind](results, **m.args)
 
 
-def _passes(results, test: spec.Test) -> Optional[bool]:
+def _passes(results, test: spec.Test) -> bool | None:
   """Whether the test passes (None without runs)."""
   value = measure(results, test.measure)
   if value.number is None:
@@ -540,7 +540,7 @@ def runs_read(results, claim: spec.Claim) -> list[str]:
   return refs
 
 
-def rounds_needed(claim: spec.Claim) -> Optional[int]:
+def rounds_needed(claim: spec.Claim) -> int | None:
   """The last round the claim's tests read (their `round` arguments; what it shows beside is
   read where it is), or None when one of them reads a whole run (the last evaluation, a
   curve, a masking cell)."""

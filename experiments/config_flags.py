@@ -18,7 +18,7 @@ import dataclasses
 import sys
 import types
 import typing
-from typing import Any, Optional
+from typing import Any
 
 from absl import flags
 
@@ -34,7 +34,7 @@ EXECUTION_FIELDS = ('execution', 'workers', 'worker_timeout_s', 'client_threads'
 
 def _kind(field: dataclasses.Field, default: Any) -> str:
   annotation = field.type
-  if typing.get_origin(annotation) is typing.Union:  # Optional[X]: X.
+  if typing.get_origin(annotation) in (typing.Union, types.UnionType):  # X | None: X.
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     annotation = args[0] if len(args) == 1 else Any
   for kind, python_type in (('bool', bool), ('integer', int), ('float', float), ('string', str)):
@@ -45,9 +45,9 @@ def _kind(field: dataclasses.Field, default: Any) -> str:
   return 'string'
 
 
-def define(names: Optional[Sequence[str]] = None,
+def define(names: Sequence[str] | None = None,
            *,
-           defaults: Optional[dict] = None,
+           defaults: dict | None = None,
            flag_values: flags.FlagValues = flags.FLAGS) -> dict[str, flags.FlagHolder]:
   """Defines a flag per configuration field (`names`, default: all but `NOT_FLAGS`).
 
@@ -135,7 +135,7 @@ def check_knobs_taken(holders: dict[str, flags.FlagHolder],
 
 def build_config(holders: dict[str, flags.FlagHolder],
                  *,
-                 preset: Optional[str],
+                 preset: str | None,
                  output_dir: str,
                  flag_values: flags.FlagValues = flags.FLAGS) -> config_lib.ExperimentConfig:
   """The configuration the flags give: the preset's (if any) with the flags given on the

@@ -7,7 +7,6 @@ groups their curves into seeds.
 
 import dataclasses
 import pathlib
-from typing import Optional
 
 from tff_flare.experiment import run_files
 from tff_flare.experiment.run_files import Curve
@@ -25,7 +24,7 @@ class Seed:
   def algorithms(self) -> set[str]:
     return set().union(*(set(c) for c in self.curves))
 
-  def at(self, algorithm: str, round_num: int, metric: str = 'accuracy') -> Optional[float]:
+  def at(self, algorithm: str, round_num: int, metric: str = 'accuracy') -> float | None:
     for run_curves in self.curves:
       if algorithm in run_curves:
         value = run_curves[algorithm].at(round_num, metric)
@@ -33,7 +32,7 @@ class Seed:
           return value
     return None
 
-  def curve(self, algorithm: str) -> Optional[Curve]:
+  def curve(self, algorithm: str) -> Curve | None:
     """The algorithm's curve from the first run that has it."""
     return next((c[algorithm] for c in self.curves if algorithm in c), None)
 
@@ -64,7 +63,7 @@ class Results:
     self._runs = {f'{f.name}/{r.name}': r for f in figures for r in f.runs}
     self._curves: dict[str, dict[str, Curve]] = {}
 
-  def resolve(self, ref: str, figure: Optional[str] = None) -> str:
+  def resolve(self, ref: str, figure: str | None = None) -> str:
     """A reference as `<figure>/<run>` (a bare run name is `figure`'s).
 
     Raises:
@@ -102,7 +101,7 @@ class Results:
     return Seed(present, [self.curves(r) for r in present],
                 (run_files.config(self.path(present[0])) or {}) if present else {})
 
-  def select(self, figures, where=None, reaching: Optional[int] = None) -> list[Seed]:
+  def select(self, figures, where=None, reaching: int | None = None) -> list[Seed]:
     """The seeds of `spec.Select(figures, where, reaching)` (see there)."""
     refs = []
     for name in figures:

@@ -30,7 +30,6 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Optional
 
 from experiments import config_flags
 from experiments import presets
@@ -79,7 +78,7 @@ def command(run: spec.Run,
             run_dir: pathlib.Path,
             data_dir: str,
             execution_args: Sequence[str] = ONE_CORE,
-            until_round: Optional[int] = None) -> list[str]:
+            until_round: int | None = None) -> list[str]:
   """The command line of `run` into `run_dir`, to its planned rounds or, in pieces, to
   `until_round` where that is fewer."""
   rounds = run.rounds if until_round is None else min(run.rounds, until_round)
@@ -170,8 +169,8 @@ class RunStatus:
   figure: spec.Figure
   run: spec.Run
   done: int
-  seconds_per_round: Optional[float]
-  peak_gib: Optional[float] = None
+  seconds_per_round: float | None
+  peak_gib: float | None = None
 
   @property
   def finished(self) -> bool:
@@ -202,7 +201,7 @@ class Cost:
   from_scratch: float
   left: float
   measured: bool
-  peak_gib: Optional[float] = None
+  peak_gib: float | None = None
   peak_measured: bool = False
 
 
@@ -274,7 +273,7 @@ def select(figures: Sequence[spec.Figure], names: Sequence[str]) -> list[spec.Fi
   return [known[n] for n in names] if names else list(figures)
 
 
-def parse_shard(text: Optional[str]) -> tuple[int, int]:
+def parse_shard(text: str | None) -> tuple[int, int]:
   """`'i/n'` -> (i, n) with 0 <= i < n; None -> (0, 1)."""
   if not text:
     return 0, 1
@@ -347,13 +346,13 @@ class _Running:
 
   figure: spec.Figure
   run: spec.Run
-  core: Optional[int]
-  peak: Optional[int]
+  core: int | None
+  peak: int | None
   log_start: int
   beside_others: bool
 
 
-def _memory_left() -> Optional[int]:
+def _memory_left() -> int | None:
   """What the runs may use together: what this process may use, less what it holds."""
   available = memory.available_bytes()
   return None if available is None else available - memory.resident_bytes()
@@ -374,7 +373,7 @@ def _expected_peaks(runs: Sequence[tuple[spec.Figure, spec.Run]],
   return {key: int(peak * memory.GIB) for key, peak in measured.items() if peak is not None}
 
 
-def _logged_estimate(log_path: pathlib.Path, start: int) -> Optional[int]:
+def _logged_estimate(log_path: pathlib.Path, start: int) -> int | None:
   """The estimated peak (bytes) a run logged after byte `start` of its log, None before."""
   try:
     with open(log_path, 'rb') as f:
@@ -393,8 +392,8 @@ def execute(runs: Sequence[tuple[spec.Figure, spec.Run]],
             log: Callable[[str], object] = print,
             pin: bool = True,
             execution_args: Sequence[str] = ONE_CORE,
-            until_round: Optional[int] = None,
-            memory_budget_gib: Optional[float] = None) -> int:
+            until_round: int | None = None,
+            memory_budget_gib: float | None = None) -> int:
   """Runs the unfinished `runs` into `results`, `jobs` at a time (each pinned to a core with
   `pin`); with `until_round`, only up to that round this time (a piece: the next call goes
   on).
@@ -441,7 +440,7 @@ def execute(runs: Sequence[tuple[spec.Figure, spec.Run]],
   alone: set[int] = set()  # Runs that would not fit beside others.
   running: dict[subprocess.Popen, _Running] = {}
   failed = []
-  free: list[Optional[int]] = list(cores[:max(1, jobs)]) if pin else [None] * max(1, jobs)
+  free: list[int | None] = list(cores[:max(1, jobs)]) if pin else [None] * max(1, jobs)
   env = dict(os.environ)  # The binaries import from this repository wherever they start.
   env['PYTHONPATH'] = os.pathsep.join(filter(None, [str(ROOT), env.get('PYTHONPATH')]))
   env['PYTHONUNBUFFERED'] = '1'  # Each line in the log when written (the estimate's, say).

@@ -18,7 +18,7 @@ Run references are `'<figure>/<run>'` (or a run's name within its own figure).
 import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import Optional, Union
+from typing import TypeAlias
 
 from tff_flare.algorithms import hyperparameters
 
@@ -44,7 +44,7 @@ class Run:
   flags: Mapping[str, object]
   rounds: int
   binary: str = RUN_EXPERIMENT
-  joins: Optional[str] = None
+  joins: str | None = None
 
   def __post_init__(self):
     if not hyperparameters.is_int(self.rounds) or self.rounds < 1:
@@ -75,7 +75,7 @@ class Grid:
   rounds: int
   axes: Mapping[str, Sequence[object]] = dataclasses.field(default_factory=dict)
   binary: str = RUN_EXPERIMENT
-  joins: Optional[str] = None
+  joins: str | None = None
 
   def runs(self) -> tuple[Run, ...]:
     names = list(self.axes)
@@ -101,7 +101,7 @@ class Group:
   seed made of several runs (one algorithm each); the table gives `rounds`."""
 
   title: str
-  seeds: tuple[Union[str, tuple[str, ...]], ...]
+  seeds: tuple[str | tuple[str, ...], ...]
   rounds: tuple[int, ...]
   unit: str = 'seeds'  # What the runs vary (the table's caption).
 
@@ -162,7 +162,7 @@ OPTIMUM_FILE = 'optimum.json'
 # fraction of it (the server model's full-batch loss after local minibatch steps).
 MONOTONE_SLACK = 0.01
 
-Drawing = Union[SeedCurves, AgainstParameter, MaskingTable, SparsityScaling]
+Drawing: TypeAlias = SeedCurves | AgainstParameter | MaskingTable | SparsityScaling
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,7 +189,7 @@ class Figure:
   reads: tuple[str, ...] = ()
   draw: tuple[Drawing, ...] = ()
   reading: str = ''
-  image: Optional[str] = None
+  image: str | None = None
   differs: str = ''
 
   @property
@@ -210,7 +210,7 @@ class Select:
 
   figures: tuple[str, ...]
   where: Mapping[str, object] = dataclasses.field(default_factory=dict)
-  reaching: Optional[int] = None
+  reaching: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,7 +7,6 @@ the given evaluations (and bytes, round seconds and densities every round) and c
 import csv
 import json
 import pathlib
-from typing import Optional
 from collections.abc import Callable, Mapping, Sequence
 
 # accuracy(round) -> value, or (accuracy, loss) per round.
@@ -19,9 +18,9 @@ def write_run(directory: pathlib.Path,
               config: Mapping,
               rounds: int,
               eval_rounds: Sequence[int],
-              loss: Optional[Mapping[str, CurveFn]] = None,
+              loss: Mapping[str, CurveFn] | None = None,
               density: float = 1e-3,
-              extra: Optional[Mapping[str, CurveFn]] = None,
+              extra: Mapping[str, CurveFn] | None = None,
               summary: bool = True) -> pathlib.Path:
   """A finished run: evaluations at `eval_rounds`, training rows for rounds 0..rounds-1.
 

@@ -9,7 +9,6 @@ import pathlib
 import re
 import tempfile
 from collections.abc import Callable
-from typing import Optional
 
 from absl.testing import parameterized
 import tensorflow as tf
@@ -33,8 +32,8 @@ PAPER_CLAIMS = pathlib.Path(
 @dataclasses.dataclass(frozen=True)
 class Scenario:
   accuracy: Callable[[str, dict, str, int], float]
-  loss: Optional[Callable[[str, dict, str, int], float]] = None
-  survival: Optional[Callable[[dict], float]] = None
+  loss: Callable[[str, dict, str, int], float] | None = None
+  survival: Callable[[dict], float] | None = None
 
 
 def _config(run: spec.Run) -> dict:

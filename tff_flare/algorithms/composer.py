@@ -24,7 +24,7 @@ part is the algorithm's round schedule (`parts.RoundSchedule`: the round number,
 """
 
 import collections
-from typing import Optional, Union
+from typing import TypeAlias
 
 import attrs
 import numpy as np
@@ -37,8 +37,8 @@ from tff_flare.algorithms import process as process_lib
 from tff_flare.algorithms import round_functions as round_functions_lib
 
 ModelFn = model_facts_lib.ModelFn
-AggregationFactory = Union[tff.aggregators.WeightedAggregationFactory,
-                           tff.aggregators.UnweightedAggregationFactory]
+AggregationFactory: TypeAlias = (tff.aggregators.WeightedAggregationFactory |
+                                 tff.aggregators.UnweightedAggregationFactory)
 
 
 def compose(
@@ -46,8 +46,8 @@ def compose(
     algorithm: parts_lib.AlgorithmParts,
     *,
     client_optimizer: tff.learning.optimizers.Optimizer,
-    server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
-    model_aggregator: Optional[AggregationFactory] = None,
+    server_optimizer: tff.learning.optimizers.Optimizer | None = None,
+    model_aggregator: AggregationFactory | None = None,
     client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM
 ) -> process_lib.AlgorithmProcess:
   """Builds the TFF process of `algorithm` (see the module docstring).
@@ -143,7 +143,7 @@ def compose(
 
 def _check_options(algorithm: parts_lib.AlgorithmParts,
                    client_optimizer: tff.learning.optimizers.Optimizer,
-                   model_aggregator: Optional[AggregationFactory],
+                   model_aggregator: AggregationFactory | None,
                    client_weighting: tff.learning.ClientWeighting) -> None:
   """Refuses what `compose` cannot build (see its Raises)."""
   if not isinstance(client_optimizer, tff.learning.optimizers.Optimizer):
@@ -267,7 +267,7 @@ def _round_phases(clients: _ClientSide, server_phase_body, state_type,
 
 
 def _record_test_loss(functions: round_functions_lib.RoundFunctions,
-                      state_type) -> Optional[tff.Computation]:
+                      state_type) -> tff.Computation | None:
   """`(state, loss) -> state` of an algorithm that adapts to the test loss, else None."""
   if functions.record_test_loss is None:
     return None
@@ -304,7 +304,7 @@ def write_state_files(prefix: tf.Tensor, state) -> None:
 
 def _rounds_with_state_files(model_fn: ModelFn, functions: round_functions_lib.RoundFunctions,
                              state_type, clients: _ClientSide, server_phase_body,
-                             plain_sum: bool) -> tuple[tff.Computation, Optional[tff.Computation]]:
+                             plain_sum: bool) -> tuple[tff.Computation, tff.Computation | None]:
   """`(next_with_state_files, client_sums_with_state_files)` (see
   `process.AlgorithmProcess`): `compose`'s round with the client work wrapped in the reading
   and writing of its state, whole and up to the clients' sum. The second is None unless `plain_sum` (the server's

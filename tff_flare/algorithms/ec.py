@@ -11,7 +11,6 @@ step, `tau_r = tau / tau_decay**(r + 1)`. With one local step it equals EC exact
 
 import dataclasses
 from collections.abc import Callable
-from typing import Optional, Union
 
 import tensorflow_federated as tff
 
@@ -66,9 +65,9 @@ def build_ec(
     *,
     client_optimizer: tff.learning.optimizers.Optimizer,
     keep_percent: float = sparsification.KEEP_PERCENT.default,
-    topk_rule: Union[sparsification.TopKRule, str] = sparsification.TOPK_RULE.default,
-    server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
-    model_aggregator: Optional[composer.AggregationFactory] = None,
+    topk_rule: sparsification.TopKRule | str = sparsification.TOPK_RULE.default,
+    server_optimizer: tff.learning.optimizers.Optimizer | None = None,
+    model_aggregator: composer.AggregationFactory | None = None,
     client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM,
 ) -> process.AlgorithmProcess:
   """Builds top-k error correction (EC).
@@ -113,10 +112,10 @@ def build_ec_fedprox(
     keep_percent: float = sparsification.KEEP_PERCENT.default,
     tau: float = schedules.TAU.default,
     tau_decay: float = schedules.TAU_DECAY.default,
-    topk_rule: Union[sparsification.TopKRule, str] = sparsification.TOPK_RULE.default,
-    is_regularized: Optional[Callable[[str], bool]] = None,
-    server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
-    model_aggregator: Optional[composer.AggregationFactory] = None,
+    topk_rule: sparsification.TopKRule | str = sparsification.TOPK_RULE.default,
+    is_regularized: Callable[[str], bool] | None = None,
+    server_optimizer: tff.learning.optimizers.Optimizer | None = None,
+    model_aggregator: composer.AggregationFactory | None = None,
     client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM,
 ) -> process.AlgorithmProcess:
   """Builds the authors' "FedProx": EC plus `tau_r * sum (w - s)^2` on every local step.

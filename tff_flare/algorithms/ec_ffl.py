@@ -19,7 +19,6 @@ The round's metrics report `keep_percent` (R'), `local_epochs` (E'), `reference_
 
 import dataclasses
 import collections
-from typing import Optional
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -104,8 +103,8 @@ def build_ec_ffl(
     client_optimizer: tff.learning.optimizers.Optimizer,
     keep_percent: float = sparsification.KEEP_PERCENT.default,
     local_epochs: int = local_training.LOCAL_EPOCHS.default,
-    server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
-    model_aggregator: Optional[composer.AggregationFactory] = None,
+    server_optimizer: tff.learning.optimizers.Optimizer | None = None,
+    model_aggregator: composer.AggregationFactory | None = None,
     client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM,
 ) -> process.AlgorithmProcess:
   """Builds EC-FFL (see the module docstring); the authors' top-k rule.

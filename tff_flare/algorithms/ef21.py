@@ -19,7 +19,6 @@ under the shortcut); `correction_entries` always counts the nonzeros of `c_i`.
 
 import dataclasses
 import collections
-from typing import Optional, Union
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -73,7 +72,7 @@ def running_mean_of_corrections(total_clients: int) -> parts.Aggregation:
 
 
 def ef21_compressor(keep_percent: float, rule: sparsification.TopKRule, *,
-                    dense_state_shortcut: bool, total_clients: Optional[int]) -> parts.Compressor:
+                    dense_state_shortcut: bool, total_clients: int | None) -> parts.Compressor:
   """EF21's client side (`c = TopK(d - g)`, `g <- g + c`) with its server aggregation."""
 
   def compress(delta, client_state, params, client_input, num_examples):
@@ -106,10 +105,10 @@ def build_ef21(
     *,
     client_optimizer: tff.learning.optimizers.Optimizer,
     keep_percent: float = sparsification.KEEP_PERCENT.default,
-    total_clients: Optional[int] = None,
+    total_clients: int | None = None,
     dense_state_shortcut: bool = False,
-    topk_rule: Union[sparsification.TopKRule, str] = sparsification.TOPK_RULE.default,
-    server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
+    topk_rule: sparsification.TopKRule | str = sparsification.TOPK_RULE.default,
+    server_optimizer: tff.learning.optimizers.Optimizer | None = None,
 ) -> process.AlgorithmProcess:
   """Builds EF21.
 

@@ -12,7 +12,6 @@ takes R from the round's parameters (`params['keep_percent']`, EC-FFL's adapted 
 
 import collections
 from collections.abc import Sequence
-from typing import Optional
 
 import tensorflow as tf
 
@@ -50,7 +49,7 @@ def compress(delta, accumulator, keep_percent, rule: sparsification.TopKRule) ->
 
 
 def topk_compressor(
-    keep_percent: Optional[float],
+    keep_percent: float | None,
     rule: sparsification.TopKRule = sparsification.TopKRule.AUTHORS) -> parts.Compressor:
   """Top-k error feedback as a compressor (see the module docstring)."""
 

@@ -6,8 +6,6 @@ R2). It keeps no client state. It equals EC with R = 100 under the exact-k rule,
 `build_unweighted_fed_avg` with the same client optimizer and server SGD(lr=1).
 """
 
-from typing import Optional
-
 import tensorflow_federated as tff
 
 from tff_flare.algorithms import composer
@@ -21,8 +19,8 @@ def build_fedavg(
     model_fn: model_facts.ModelFn,
     *,
     client_optimizer: tff.learning.optimizers.Optimizer,
-    server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
-    model_aggregator: Optional[composer.AggregationFactory] = None,
+    server_optimizer: tff.learning.optimizers.Optimizer | None = None,
+    model_aggregator: composer.AggregationFactory | None = None,
     client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM,
 ) -> process.AlgorithmProcess:
   """Builds FedAvg with an unweighted mean (its clients keep no state); `model_aggregator`,

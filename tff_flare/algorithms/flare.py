@@ -17,7 +17,6 @@ wherever the two-model switch cannot matter (one local step, no momentum, or the
 
 import dataclasses
 from collections.abc import Callable
-from typing import Optional, Union
 
 import tensorflow_federated as tff
 
@@ -42,7 +41,7 @@ class FlareParams(hyperparameters.Params):
   tau: float = schedules.TAU.field()
   tau_decay: float = schedules.TAU_DECAY.field()
   mask_percentile: float = regularizers.MASK_PERCENTILE.field()
-  reg_steps: Union[int, str, None] = local_training.REG_STEPS.field()
+  reg_steps: int | str | None = local_training.REG_STEPS.field()
 
 
 def flare_pull(*, regularized, mask_percentile, reg_steps,
@@ -69,12 +68,12 @@ def build_flare(
     tau: float = schedules.TAU.default,
     tau_decay: float = schedules.TAU_DECAY.default,
     mask_percentile: float = regularizers.MASK_PERCENTILE.default,
-    reg_steps: Union[int, str, None] = local_training.REG_STEPS.default,
+    reg_steps: int | str | None = local_training.REG_STEPS.default,
     restart_optimizer_after_reg_steps: bool = True,
-    topk_rule: Union[sparsification.TopKRule, str] = sparsification.TOPK_RULE.default,
-    is_regularized: Optional[Callable[[str], bool]] = None,
-    server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
-    model_aggregator: Optional[composer.AggregationFactory] = None,
+    topk_rule: sparsification.TopKRule | str = sparsification.TOPK_RULE.default,
+    is_regularized: Callable[[str], bool] | None = None,
+    server_optimizer: tff.learning.optimizers.Optimizer | None = None,
+    model_aggregator: composer.AggregationFactory | None = None,
     client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM,
 ) -> process.AlgorithmProcess:
   """Builds FLARE.

@@ -17,7 +17,7 @@ So a new knob is one `Knob` and one field in the Params of each algorithm that t
 import dataclasses
 from collections.abc import Callable
 import math
-from typing import Any, Optional, TypeGuard, Union
+from typing import Any, TypeGuard
 
 import attrs
 import numpy as np
@@ -46,7 +46,7 @@ class Knob:
 
   default: Any
   help: str
-  check: Optional[Callable[[Any], None]] = None
+  check: Callable[[Any], None] | None = None
 
   def field(self, default: Any = dataclasses.MISSING) -> Any:
     """A dataclass field of this knob (optionally with another default)."""
@@ -59,7 +59,7 @@ class Knob:
 
 def setting(default: Any,
             help_text: str,
-            check: Optional[Callable[[Any], None]] = None,
+            check: Callable[[Any], None] | None = None,
             *,
             host_only: bool = False) -> Any:
   """A dataclass field that is no algorithm's knob (the task, the rounds, ...), with help.
@@ -150,7 +150,7 @@ def is_int(value: Any) -> TypeGuard[int]:
   return isinstance(value, int) and not isinstance(value, bool)
 
 
-def is_number(value: Any) -> TypeGuard[Union[int, float]]:
+def is_number(value: Any) -> TypeGuard[int | float]:
   """Whether `value` is a Python int or float and not a bool."""
   return isinstance(value, (int, float)) and not isinstance(value, bool)
 

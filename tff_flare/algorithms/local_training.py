@@ -25,7 +25,7 @@ with every algorithm.
 """
 
 from collections.abc import Callable
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -74,7 +74,7 @@ def train_locally(
     optimizer: tff.learning.optimizers.Optimizer,
     initial_weights: tff.learning.models.ModelWeights,
     dataset: tf.data.Dataset,
-    penalty_gradient_fn: Optional[PenaltyGradientFn] = None,
+    penalty_gradient_fn: PenaltyGradientFn | None = None,
     penalized_steps: Any = ALL_STEPS,
     restart_optimizer_after_penalty: bool = False,
 ) -> LocalTrainingResult:

@@ -27,7 +27,6 @@ from collections.abc import Callable, Sequence
 import enum
 import functools
 import math
-from typing import Optional
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -74,7 +73,7 @@ class MaskingParams(hyperparameters.Params):
   num_mask_draws: int = NUM_MASK_DRAWS.field()
 
 
-def _seed_for(round_seed: tf.Tensor, client_key: Optional[tf.Tensor], draw: int,
+def _seed_for(round_seed: tf.Tensor, client_key: tf.Tensor | None, draw: int,
               tensor_index: int) -> tf.Tensor:
   """Stateless seed (int64[2]) of one tensor's mask; `client_key=None` is the shared mask."""
   seed = round_seed
@@ -87,7 +86,7 @@ def _seed_for(round_seed: tf.Tensor, client_key: Optional[tf.Tensor], draw: int,
 def keep_masks(shapes: Sequence[tf.TensorShape],
                keep_probability: float,
                round_seed: tf.Tensor,
-               client_key: Optional[tf.Tensor],
+               client_key: tf.Tensor | None,
                draw: int = APPLIED_DRAW) -> list[tf.Tensor]:
   """Boolean masks, one per shape, each entry True with probability q.
 
@@ -105,7 +104,7 @@ def keep_masks(shapes: Sequence[tf.TensorShape],
   ]
 
 
-def apply_masks(delta: Sequence[tf.Tensor], masks: Sequence[Optional[tf.Tensor]],
+def apply_masks(delta: Sequence[tf.Tensor], masks: Sequence[tf.Tensor | None],
                 keep_probability: float) -> list[tf.Tensor]:
   """`(m * delta) / q` per tensor; a None mask leaves its tensor unmasked."""
   return [
@@ -211,10 +210,10 @@ def build_masked_fedavg(
     keep_probability: float,
     mask_mode: MaskMode,
     client_optimizer: tff.learning.optimizers.Optimizer,
-    server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
-    model_aggregator: Optional[composer.AggregationFactory] = None,
+    server_optimizer: tff.learning.optimizers.Optimizer | None = None,
+    model_aggregator: composer.AggregationFactory | None = None,
     client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM,
-    is_masked: Optional[Callable[[str], bool]] = None,
+    is_masked: Callable[[str], bool] | None = None,
     num_mask_draws: int = 0,
     seed: int = 0,
 ) -> process.AlgorithmProcess:

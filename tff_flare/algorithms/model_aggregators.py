@@ -19,7 +19,6 @@ update for FLARE and EC, the full update for FedAvg.
 """
 
 import math
-from typing import Optional
 
 import tensorflow_federated as tff
 
@@ -31,7 +30,7 @@ NAMES = ('mean', 'tff_mean', 'clipping', 'zeroing', 'robust')
 WITH_NORM = ('clipping', 'zeroing')
 
 
-def check(name: str, norm: Optional[float]) -> None:
+def check(name: str, norm: float | None) -> None:
   """Raises `ValueError` for an unknown name, or a norm missing, bad or not taken."""
   if name not in NAMES:
     raise ValueError(f'Unknown model aggregator {name!r}; known: {", ".join(NAMES)}.')
@@ -45,7 +44,7 @@ def check(name: str, norm: Optional[float]) -> None:
                      f'only (model_aggregator is {name}).')
 
 
-def build(name: str, norm: Optional[float] = None) -> Optional[composer.AggregationFactory]:
+def build(name: str, norm: float | None = None) -> composer.AggregationFactory | None:
   """The factory `name` stands for (see the module docstring); None for `mean`.
 
   Raises:

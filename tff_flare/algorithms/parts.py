@@ -31,7 +31,7 @@ A round, in terms of the parts (`r` the round, `s` the server model):
 import collections
 from collections.abc import Callable, Sequence
 import re
-from typing import Any, Optional
+from typing import Any
 import zlib
 
 import attrs
@@ -86,7 +86,7 @@ class RoundSchedule:
   round_params: Callable[[Any], Any]
   advance: Callable[[Any], Any]
   report: Callable[[Any], Any] = lambda state: collections.OrderedDict()
-  record_test_loss: Optional[Callable[[Any, tf.Tensor], Any]] = None
+  record_test_loss: Callable[[Any, tf.Tensor], Any] | None = None
 
 
 def round_counter() -> RoundSchedule:
@@ -174,11 +174,11 @@ class AlgorithmParts:
   """
 
   client_update: ClientUpdateFn
-  initial_client_state: Optional[Callable[[Sequence[tf.TensorSpec]], Any]] = None
-  client_inputs: Optional[ClientInputs] = None
+  initial_client_state: Callable[[Sequence[tf.TensorSpec]], Any] | None = None
+  client_inputs: ClientInputs | None = None
   schedule: RoundSchedule = attrs.field(factory=round_counter)
   aggregation: Aggregation = attrs.field(factory=weighted_mean)
-  server_metrics: Optional[Callable[[Any, tf.Tensor], Any]] = None
+  server_metrics: Callable[[Any, tf.Tensor], Any] | None = None
 
 
 # The pieces of `LocalTraining.penalty`'s answer: the penalty's gradient on the current
@@ -196,8 +196,8 @@ class LocalTraining:
     dataset: `(dataset, params) -> dataset` to train on (EC-FFL's adapted epochs), or None.
   """
 
-  penalty: Optional[Callable[[Any, Any, Any], Penalty]] = None
-  dataset: Optional[Callable[[Any, Any], Any]] = None
+  penalty: Callable[[Any, Any, Any], Penalty] | None = None
+  dataset: Callable[[Any, Any], Any] | None = None
 
 
 @attrs.frozen
@@ -216,10 +216,10 @@ class Compressor:
   """
 
   compress: Callable[..., 'ClientOutput']
-  initial_state: Optional[Callable[[Sequence[tf.TensorSpec]], Any]] = None
+  initial_state: Callable[[Sequence[tf.TensorSpec]], Any] | None = None
   aggregation: Aggregation = attrs.field(factory=weighted_mean)
-  client_inputs: Optional[ClientInputs] = None
-  server_metrics: Optional[Callable[[Any, tf.Tensor], Any]] = None
+  client_inputs: ClientInputs | None = None
+  server_metrics: Callable[[Any, tf.Tensor], Any] | None = None
 
 
 def _dense(delta, client_state, params, client_input, num_examples) -> ClientOutput:
@@ -259,7 +259,7 @@ def client_update(training: LocalTraining, compressor: Compressor) -> ClientUpda
 
 def algorithm(training: LocalTraining,
               compressor: Compressor,
-              schedule: Optional[RoundSchedule] = None) -> AlgorithmParts:
+              schedule: RoundSchedule | None = None) -> AlgorithmParts:
   """The parts of an algorithm made of a local training and a compressor."""
   return AlgorithmParts(client_update=client_update(training, compressor),
                         initial_client_state=compressor.initial_state,

@@ -15,7 +15,7 @@ import enum
 import functools
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any, Optional
+from typing import Any
 
 import attrs
 import numpy as np
@@ -147,7 +147,7 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
     build: how a builder of this project made it (`records_build`), or None.
   """
 
-  build: Optional[dict] = None
+  build: dict | None = None
 
   def __init__(self,
                initialize_fn,
@@ -158,13 +158,13 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
                set_model_weights,
                num_trainable_parameters: int,
                model_fn,
-               client_inputs: Optional[parts_lib.ClientInputs] = None,
+               client_inputs: parts_lib.ClientInputs | None = None,
                record_test_loss=None,
-               phases: Optional[RoundPhases] = None,
-               next_with_state_files: Optional[tff.Computation] = None,
-               client_sums_with_state_files: Optional[tff.Computation] = None,
-               client_sums: Optional[tff.Computation] = None,
-               round_functions: Optional[round_functions_lib.RoundFunctions] = None):
+               phases: RoundPhases | None = None,
+               next_with_state_files: tff.Computation | None = None,
+               client_sums_with_state_files: tff.Computation | None = None,
+               client_sums: tff.Computation | None = None,
+               round_functions: round_functions_lib.RoundFunctions | None = None):
     super().__init__(initialize_fn, next_fn)
     self.initial_client_state = initial_client_state
     self.get_model_weights = get_model_weights
@@ -184,7 +184,7 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
     return self.round_functions is None
 
   @property
-  def client_input_spec(self) -> Optional[tf.TensorSpec]:
+  def client_input_spec(self) -> tf.TensorSpec | None:
     """The spec of one client's input, or None when the algorithm takes none."""
     return None if self._client_inputs is None else self._client_inputs.spec
 

@@ -20,7 +20,6 @@ and one norm per tensor) is not modelled.
 
 import collections
 import dataclasses
-from typing import Optional
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -92,8 +91,8 @@ def build_qsgd_ef(
     *,
     client_optimizer: tff.learning.optimizers.Optimizer,
     qsgd_levels: int = QSGD_LEVELS.default,
-    server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None,
-    model_aggregator: Optional[composer.AggregationFactory] = None,
+    server_optimizer: tff.learning.optimizers.Optimizer | None = None,
+    model_aggregator: composer.AggregationFactory | None = None,
     client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM,
 ) -> process.AlgorithmProcess:
   """Builds QSGD with error feedback: plain local training, then `qsgd_compressor`

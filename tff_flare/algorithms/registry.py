@@ -14,7 +14,7 @@ The experiment configuration and the flags are made from the same knobs
 
 from collections.abc import Callable
 import dataclasses
-from typing import Any, Optional
+from typing import Any
 
 import attrs
 import tensorflow_federated as tff
@@ -55,9 +55,9 @@ class Context:
 
   client_optimizer: tff.learning.optimizers.Optimizer
   total_clients: int = 10
-  is_regularized: Optional[Callable[[str], bool]] = None
+  is_regularized: Callable[[str], bool] | None = None
   seed: int = 0
-  model_aggregator: Optional[composer.AggregationFactory] = None
+  model_aggregator: composer.AggregationFactory | None = None
   client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM
 
   def options(self) -> dict:
@@ -216,9 +216,9 @@ class Hyperparameters:
       client_optimizer: tff.learning.optimizers.Optimizer,
       *,
       total_clients: int = 10,
-      is_regularized: Optional[Callable[[str], bool]] = None,
+      is_regularized: Callable[[str], bool] | None = None,
       seed: int = 0,
-      model_aggregator: Optional[composer.AggregationFactory] = None,
+      model_aggregator: composer.AggregationFactory | None = None,
       client_weighting: tff.learning.ClientWeighting = (tff.learning.ClientWeighting.UNIFORM),
       **knobs):
     unknown = sorted(set(knobs) - set(KNOB_NAMES))

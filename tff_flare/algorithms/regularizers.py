@@ -18,7 +18,6 @@ to the data-loss gradient without a second tape; tests check them against autodi
 """
 
 from collections.abc import Callable, Sequence
-from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -28,7 +27,7 @@ from tff_flare.algorithms import selection
 
 
 def regularized_tensor_flags(names: Sequence[str],
-                             is_regularized: Optional[Callable[[str], bool]]) -> list[bool]:
+                             is_regularized: Callable[[str], bool] | None) -> list[bool]:
   """One bool per trainable tensor (by variable name): does the penalty apply to it?
 
   Args:

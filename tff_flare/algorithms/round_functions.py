@@ -30,7 +30,7 @@ smaller.
 
 import collections
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any
 
 import attrs
 import tensorflow as tf
@@ -81,7 +81,7 @@ class RoundFunctions:
   apply_update: Callable[..., Any]
   advance: Callable[[Any], Any]
   round_metrics: Callable[..., Any]
-  record_test_loss: Optional[Callable[[Any, Any], Any]]
+  record_test_loss: Callable[[Any, Any], Any] | None
 
   def update_server(self, state, summed):
     """`(state, summed client outputs) -> (new state, finalizer measurements)`.
@@ -239,7 +239,7 @@ def build_round_functions(
                                    aggregator=aggregator,
                                    finalizer=finalizer_measurements)
 
-  record: Optional[Callable[[Any, Any], Any]] = None
+  record: Callable[[Any, Any], Any] | None = None
   if schedule.record_test_loss is not None:
     record_loss = schedule.record_test_loss
 

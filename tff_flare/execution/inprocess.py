@@ -34,7 +34,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -228,8 +228,8 @@ class InProcessProcess:
 
   def __init__(self,
                process: process_lib.AlgorithmProcess,
-               num_threads: Optional[int] = None,
-               models: Optional[ModelPool] = None):
+               num_threads: int | None = None,
+               models: ModelPool | None = None):
     if process.round_functions is None:
       raise ValueError('This process has no RoundFunctions (e.g. TFF\'s own algorithms); it '
                        "runs on TFF's runtime only.")
@@ -241,7 +241,7 @@ class InProcessProcess:
     self._num_threads = max(1, num_threads or os.cpu_count() or 1)
     self._client_work: dict[int, Any] = {}  # id of a model -> its traced client work.
     self._lock = threading.Lock()
-    self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
+    self._pool: concurrent.futures.ThreadPoolExecutor | None = None
     functions = self._functions
     # `_traced` gives each process its own functions (each traced once), which TF does not
     # take for retracing of one function.
@@ -284,7 +284,7 @@ class InProcessProcess:
            client_states: Sequence[Any],
            client_inputs: Sequence[Any],
            *,
-           client_state_sink: Optional[ClientStateSink] = None) -> process_lib.RoundOutput:
+           client_state_sink: ClientStateSink | None = None) -> process_lib.RoundOutput:
     """One round on these clients; the same result as the TFF process's `next`.
 
     The round holds no more than it needs: a client's state is read (`client_states[i]`; a

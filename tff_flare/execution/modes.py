@@ -26,7 +26,7 @@ mode, and never looks at TFF's global context.
 
 import contextlib
 from collections.abc import Sequence
-from typing import Any, Optional, Protocol
+from typing import Any, Protocol
 
 import attrs
 import numpy as np
@@ -47,14 +47,13 @@ class BoundProcess(Protocol):
   def initialize(self) -> Any:
     ...
 
-  def next(
-      self,
-      state,
-      client_data,
-      client_states,
-      client_inputs,
-      *,
-      client_state_sink: Optional[inprocess.ClientStateSink] = None) -> process_lib.RoundOutput:
+  def next(self,
+           state,
+           client_data,
+           client_states,
+           client_inputs,
+           *,
+           client_state_sink: inprocess.ClientStateSink | None = None) -> process_lib.RoundOutput:
     """A round; with `client_state_sink`, each new client state goes there (in-process: as
     its client finishes) and the output's `client_states` is None."""
 
@@ -97,7 +96,7 @@ def next_in_phases(process: process_lib.AlgorithmProcess, state, client_data, cl
 
 
 def _to_sink(output: process_lib.RoundOutput,
-             client_state_sink: Optional[inprocess.ClientStateSink]) -> process_lib.RoundOutput:
+             client_state_sink: inprocess.ClientStateSink | None) -> process_lib.RoundOutput:
   """`output`, its client states given to `client_state_sink` (then None) when there is one."""
   if client_state_sink is None:
     return output
@@ -116,14 +115,13 @@ class _OnTff:
   def initialize(self):
     return self._process.initialize()
 
-  def next(
-      self,
-      state,
-      client_data,
-      client_states,
-      client_inputs,
-      *,
-      client_state_sink: Optional[inprocess.ClientStateSink] = None) -> process_lib.RoundOutput:
+  def next(self,
+           state,
+           client_data,
+           client_states,
+           client_inputs,
+           *,
+           client_state_sink: inprocess.ClientStateSink | None = None) -> process_lib.RoundOutput:
     # TFF's runtime takes and returns the round's client states all at once.
     if self._use_phases:  # Each client trains once (see `process.RoundPhases`).
       output = next_in_phases(self._process, state, list(client_data), list(client_states),
@@ -180,14 +178,13 @@ class _ServerOnDriver(_OnTff):
     self._workers = workers
     self._server = inprocess.InProcessProcess(process, num_threads=1)
 
-  def next(
-      self,
-      state,
-      client_data,
-      client_states,
-      client_inputs,
-      *,
-      client_state_sink: Optional[inprocess.ClientStateSink] = None) -> process_lib.RoundOutput:
+  def next(self,
+           state,
+           client_data,
+           client_states,
+           client_inputs,
+           *,
+           client_state_sink: inprocess.ClientStateSink | None = None) -> process_lib.RoundOutput:
     if self._process.client_sums is None:
       return super().next(state,
                           client_data,
@@ -225,7 +222,7 @@ class Execution:
 
   def __init__(self):
     self._stack = contextlib.ExitStack()
-    self.stats: Optional[remote.ExecutionStats] = None
+    self.stats: remote.ExecutionStats | None = None
 
   def __enter__(self) -> 'Execution':
     return self
@@ -280,7 +277,7 @@ class RemoteExecution(Execution):
     super().__init__()
     self.addresses = remote.parse_workers(addresses)
     self._timeout_s = timeout_s
-    self._workers: Optional[remote.RemoteExecution] = None
+    self._workers: remote.RemoteExecution | None = None
 
   def __enter__(self) -> 'RemoteExecution':
     workers_context = self._stack.enter_context(
@@ -308,14 +305,14 @@ class InProcessExecution(Execution):
   name = 'inprocess'
 
   def __init__(self,
-               num_threads: Optional[int] = None,
+               num_threads: int | None = None,
                timeout_s: float = 60.0,
                tff_subrounds: int = 1):
     super().__init__()
     self._num_threads = num_threads
     self._timeout_s = timeout_s
     self._tff_subrounds = tff_subrounds
-    self._local: Optional[LocalExecution] = None
+    self._local: LocalExecution | None = None
     self._bound: list[inprocess.InProcessProcess] = []
     self._model_pools: list[inprocess.ModelPool] = []  # Client models, one pool a model_fn.
 
@@ -358,7 +355,7 @@ MAX_SUBROUNDS = 10_000
 def validate_execution(execution: str,
                        worker_addresses: Sequence[str] | str = (),
                        timeout_s: float = 60.0,
-                       num_threads: Optional[int] = None,
+                       num_threads: int | None = None,
                        tff_subrounds: int = 1) -> None:
   """Raises `ValueError` for an unknown mode, bad workers, or options the mode does not take."""
   if execution not in EXECUTIONS:
@@ -384,7 +381,7 @@ def build_execution(execution: str = 'local',
                     worker_addresses: Sequence[str] | str = (),
                     *,
                     timeout_s: float = 60.0,
-                    num_threads: Optional[int] = None,
+                    num_threads: int | None = None,
                     tff_subrounds: int = 1) -> Execution:
   """The execution mode `execution` (see the module docstring); enter it with `with`.
 

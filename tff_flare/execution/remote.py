@@ -43,7 +43,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Optional
+from typing import Any
 
 from absl import logging
 import grpc
@@ -159,7 +159,7 @@ class _WatchedRpc:
                address: str,
                outage: dict,
                timeout_s: float,
-               death: Optional[Callable[[], Optional[str]]] = None):
+               death: Callable[[], str | None] | None = None):
     self._rpc = rpc
     self._address = address
     self._outage = outage
@@ -248,7 +248,7 @@ class _WorkerChannel:
                address: str,
                stats: ExecutionStats,
                unavailable_timeout_s: float,
-               death: Optional[Callable[[], Optional[str]]] = None):
+               death: Callable[[], str | None] | None = None):
     self._channel = channel
     self._address = address
     self._stats = stats
@@ -363,9 +363,9 @@ class RemoteExecution:
   worker_contexts: list[tff.framework.AsyncExecutionContext] = dataclasses.field(
       default_factory=list)
   # One event loop thread for `invoke_in_shares`, started at its first call.
-  _async_runner: Optional[async_utils.AsyncThreadRunner] = dataclasses.field(default=None,
-                                                                             init=False,
-                                                                             repr=False)
+  _async_runner: async_utils.AsyncThreadRunner | None = dataclasses.field(default=None,
+                                                                          init=False,
+                                                                          repr=False)
 
   def invoke_in_shares(self, comp: tff.Computation, shared: Sequence[Any],
                        per_client: Sequence[Sequence[Any]]) -> list[Any]:
@@ -435,7 +435,7 @@ def worker_execution(address: str,
                      *,
                      connect_timeout_s: float = 20.0,
                      unavailable_timeout_s: float = 60.0,
-                     death: Optional[Callable[[], Optional[str]]] = None,
+                     death: Callable[[], str | None] | None = None,
                      num_subrounds: int = 1) -> Iterator[RemoteExecution]:
   """TFF's local runtime over the worker at `address`, with its traffic counted.
 

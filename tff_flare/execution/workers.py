@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import time
-from typing import Optional
 
 import grpc
 import portpicker
@@ -105,10 +104,10 @@ class LoopbackWorkers:
       raise ValueError(f'num_workers must be >= 1, got {num_workers}.')
     self._ports = [portpicker.pick_unused_port() for _ in range(num_workers)]
     self._start_timeout_s = start_timeout_s
-    self._processes: list[Optional[subprocess.Popen]] = [None] * num_workers
+    self._processes: list[subprocess.Popen | None] = [None] * num_workers
     self.addresses = [f'localhost:{port}' for port in self._ports]
 
-  def start(self, index: Optional[int] = None) -> None:
+  def start(self, index: int | None = None) -> None:
     """Starts worker `index` (all when None) and waits until it serves.
 
     A worker that exits before serving (its port taken between `portpicker`'s check and its
@@ -159,12 +158,12 @@ class LoopbackWorkers:
         return True
     return False
 
-  def pid(self, index: int) -> Optional[int]:
+  def pid(self, index: int) -> int | None:
     """The process id of worker `index`, None when it is not started."""
     process = self._processes[index]
     return None if process is None else process.pid
 
-  def death(self, index: int) -> Optional[str]:
+  def death(self, index: int) -> str | None:
     """How worker `index` ended, if it has (e.g. 'killed by signal 9'); None while it runs."""
     process = self._processes[index]
     if process is None or process.poll() is None:

@@ -19,7 +19,7 @@ import json
 import os
 import pathlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from tff_flare.algorithms import hyperparameters
 from tff_flare.algorithms import model_aggregators
@@ -62,11 +62,11 @@ class RunSettings:
   """What a run of the loop takes, whatever trains in it (`runner.simulate` takes these
   alone; an experiment adds its task and algorithms, `Settings`)."""
 
-  output_dir: Optional[str] = _(None, 'Where results and checkpoints go (None: nowhere, a '
-                                'run in memory).')
+  output_dir: str | None = _(None, 'Where results and checkpoints go (None: nowhere, a '
+                             'run in memory).')
   rounds: int = _(10, 'Rounds of training.')
-  clients_per_round: Optional[int] = _(None, 'Clients sampled each round (client '
-                                       'unavailability); default: all clients in use.')
+  clients_per_round: int | None = _(None, 'Clients sampled each round (client '
+                                    'unavailability); default: all clients in use.')
   client_sampling: str = _('uniform', f'How clients are sampled: {", ".join(sampling.SAMPLERS)} '
                            "(python_random: the authors' random.Random(seed).sample stream).")
   eval_every: int = _(10, 'Evaluate every this many rounds.')
@@ -90,8 +90,8 @@ class RunSettings:
                               'during a round while TFF retries) before the run stops with an '
                               'error naming it; a local worker that dies ends it at once.',
                               host_only=True)
-  client_threads: Optional[int] = _(None, 'With --execution=inprocess: clients trained at once '
-                                    '(default: the number of CPUs).')
+  client_threads: int | None = _(None, 'With --execution=inprocess: clients trained at once '
+                                 '(default: the number of CPUs).')
   tff_subrounds: int = _(1, "Rounds on TFF's local runtime (TFF's own algorithms; every "
                          'algorithm with --execution=local) run in this many subrounds, one '
                          "after another (TFF's mergeable context): its worker holds a "
@@ -99,11 +99,11 @@ class RunSettings:
                          'each subround the server state (slower).')
   allow_nonfinite_rounds: bool = _(False, 'Go on after a round in which an algorithm diverged '
                                    '(by default the run stops there).')
-  memory_budget_gib: Optional[float] = _(None, 'GiB this run may use at its peak (default: its '
-                                         "cgroup's limit, else the machine's available "
-                                         'memory); a run whose estimated peak is larger stops '
-                                         'before its first round, naming settings that fit.',
-                                         host_only=True)
+  memory_budget_gib: float | None = _(None, 'GiB this run may use at its peak (default: its '
+                                      "cgroup's limit, else the machine's available "
+                                      'memory); a run whose estimated peak is larger stops '
+                                      'before its first round, naming settings that fit.',
+                                      host_only=True)
 
   def __post_init__(self) -> None:
     hyperparameters.as_python_numbers(self)  # A notebook's np.int64 rounds are rounds.
@@ -118,32 +118,32 @@ class Settings(RunSettings):
   task: str = _('digits_demo', f'Task: {", ".join(tasks.TASK_NAMES)}.')
   algorithms: Sequence[str] = _(('flare', 'ec', 'fedavg'), 'Algorithms to run side by side: '
                                 f'{", ".join(algorithms.NAMES)}.')
-  total_clients: Optional[int] = _(None, 'Clients the data is split into (task default).')
-  num_clients: Optional[int] = _(None, 'Clients in use, the first of the split (task '
-                                 'default).')
-  batch_size: Optional[int] = _(None, 'Local batch size (task default; 0: full batch).')
-  local_steps: Optional[int] = _(None, "Local steps a round: each client takes this many "
-                                 'batches from its examples reshuffled every round (a new '
-                                 'permutation at each pass), however many it has; default: '
-                                 'every batch of --local_epochs passes.')
-  learning_rate: Optional[float] = _(None, 'Client SGD learning rate (task default).')
-  momentum: Optional[float] = _(None, 'Client SGD momentum (task default).')
-  model_seed: Optional[int] = _(None, "Seed of the model's initializers (default: the "
-                                "authors' seeding: the CNN's GlorotNormal(seed=0); FC, VGG and "
-                                'GRU unseeded).')
-  double_softmax: Optional[bool] = _(None, "mnist_cnn: --nodouble_softmax drops the authors' "
-                                     'second softmax (the fixed CNN; default: the authors\' '
-                                     'model).')
-  source: Optional[str] = _(None, 'Data source: keras, tfds, npz, imagefolder (images); tff, '
-                            'text (Shakespeare). Unset: with --data_dir, the local source '
-                            'whose file is there; else the task default (keras, tff).')
-  data_path: Optional[str] = _(None, 'File or folder of a local source (default: its file in '
-                               'the data directory).')
-  data_dir: Optional[str] = _(None, 'The data directory (python -m experiments.get_data fills '
-                              'it): where a local source\'s file is without --data_path '
-                              '(default: data/), and TFDS\'s data directory.')
-  partition: Optional[str] = _(None, 'Partition: contiguous, iid, dirichlet, quantity_skew, '
-                               'class_imbalance (task default).')
+  total_clients: int | None = _(None, 'Clients the data is split into (task default).')
+  num_clients: int | None = _(None, 'Clients in use, the first of the split (task '
+                              'default).')
+  batch_size: int | None = _(None, 'Local batch size (task default; 0: full batch).')
+  local_steps: int | None = _(None, "Local steps a round: each client takes this many "
+                              'batches from its examples reshuffled every round (a new '
+                              'permutation at each pass), however many it has; default: '
+                              'every batch of --local_epochs passes.')
+  learning_rate: float | None = _(None, 'Client SGD learning rate (task default).')
+  momentum: float | None = _(None, 'Client SGD momentum (task default).')
+  model_seed: int | None = _(None, "Seed of the model's initializers (default: the "
+                             "authors' seeding: the CNN's GlorotNormal(seed=0); FC, VGG and "
+                             'GRU unseeded).')
+  double_softmax: bool | None = _(None, "mnist_cnn: --nodouble_softmax drops the authors' "
+                                  'second softmax (the fixed CNN; default: the authors\' '
+                                  'model).')
+  source: str | None = _(None, 'Data source: keras, tfds, npz, imagefolder (images); tff, '
+                         'text (Shakespeare). Unset: with --data_dir, the local source '
+                         'whose file is there; else the task default (keras, tff).')
+  data_path: str | None = _(None, 'File or folder of a local source (default: its file in '
+                            'the data directory).')
+  data_dir: str | None = _(None, 'The data directory (python -m experiments.get_data fills '
+                           'it): where a local source\'s file is without --data_path '
+                           '(default: data/), and TFDS\'s data directory.')
+  partition: str | None = _(None, 'Partition: contiguous, iid, dirichlet, quantity_skew, '
+                            'class_imbalance (task default).')
   alpha: float = _(1.0, 'Dirichlet concentration.')
   ratio: float = _(100.0, 'quantity_skew: largest / smallest client.')
   eval_data: str = _('test', 'Image tasks: evaluate on the test set (test) or on every '
@@ -156,8 +156,8 @@ class Settings(RunSettings):
                             'algorithms that average (not EF21 or TFF\'s own): '
                             f'{", ".join(model_aggregators.NAMES)} (TFF factories; mean: the '
                             "project's own, the only one that runs in-process).")
-  aggregator_norm: Optional[float] = _(None, 'The norm of --model_aggregator=clipping (L2 of '
-                                       'each message) or zeroing (largest absolute value).')
+  aggregator_norm: float | None = _(None, 'The norm of --model_aggregator=clipping (L2 of '
+                                    'each message) or zeroing (largest absolute value).')
   client_weighting: str = _('uniform', 'How the algorithms that average weigh their clients: '
                             "uniform (the authors') or num_examples (TFF's weighted FedAvg).")
 
@@ -193,7 +193,7 @@ def _check(condition: bool, message: str) -> None:
     raise ConfigError(message)
 
 
-def check_partition(partition: Optional[str], alpha: float, ratio: float) -> None:
+def check_partition(partition: str | None, alpha: float, ratio: float) -> None:
   """The partition settings' rules (a run's validation, and a grid's cells before any runs).
 
   Raises:

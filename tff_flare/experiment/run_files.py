@@ -40,7 +40,6 @@ import math
 import pathlib
 import re
 import statistics
-from typing import Optional
 
 from tff_flare.algorithms import hyperparameters
 from tff_flare.simulation import files
@@ -68,7 +67,7 @@ class Curve:
   loss: tuple[float, ...]
   bytes: tuple[float, ...]
 
-  def at(self, round_num: int, metric: str = 'accuracy') -> Optional[float]:
+  def at(self, round_num: int, metric: str = 'accuracy') -> float | None:
     """The metric after `round_num` rounds, None where it was not evaluated."""
     if round_num not in self.round:
       return None
@@ -79,7 +78,7 @@ class Curve:
     return self.round[-1]
 
 
-def _number(text: str, where: str) -> Optional[float]:
+def _number(text: str, where: str) -> float | None:
   if text in ('', None):
     return None
   try:
@@ -88,7 +87,7 @@ def _number(text: str, where: str) -> Optional[float]:
     raise RunFileError(f'{where}: {text!r} is not a number.') from None
 
 
-def rows(run_dir: pathlib.Path) -> list[dict[str, Optional[float]]]:
+def rows(run_dir: pathlib.Path) -> list[dict[str, float | None]]:
   """The rows of the run's `metrics.csv`, in file order (see the module docstring).
 
   Raises:
@@ -107,7 +106,7 @@ def rows(run_dir: pathlib.Path) -> list[dict[str, Optional[float]]]:
   header = next(reader, None)
   if not header:
     return []
-  result: list[dict[str, Optional[float]]] = []
+  result: list[dict[str, float | None]] = []
   for number, cells in enumerate(reader, start=2):
     if len(cells) != len(header):
       raise RunFileError(f'{path}, line {number}: {len(cells)} cells where the header has '
@@ -127,7 +126,7 @@ def rows(run_dir: pathlib.Path) -> list[dict[str, Optional[float]]]:
   return result
 
 
-def round_of(row: dict[str, Optional[float]]) -> int:
+def round_of(row: dict[str, float | None]) -> int:
   """The round of a row of `rows` (checked there to be a whole number)."""
   return int(row['round'] or 0)
 
@@ -180,7 +179,7 @@ def has_curves(run_dir: pathlib.Path) -> bool:
   return True
 
 
-def config(run_dir: pathlib.Path) -> Optional[dict]:
+def config(run_dir: pathlib.Path) -> dict | None:
   """The run's recorded configuration (config.json, else summary.json), None without one.
 
   Raises:
@@ -212,7 +211,7 @@ def code(run_dir: pathlib.Path) -> list[dict]:
   ]
 
 
-def summary(run_dir: pathlib.Path) -> Optional[dict]:
+def summary(run_dir: pathlib.Path) -> dict | None:
   """The run's summary.json, None without one (`RunFileError` when unreadable)."""
   path = pathlib.Path(run_dir) / SUMMARY_FILE
   if not path.exists():
@@ -223,7 +222,7 @@ def summary(run_dir: pathlib.Path) -> Optional[dict]:
     raise RunFileError(f'{path} cannot be read ({e}).') from e
 
 
-def peak_gib(run_dir: pathlib.Path) -> Optional[float]:
+def peak_gib(run_dir: pathlib.Path) -> float | None:
   """The peak memory the run measured (its summary's, in GiB), None where none is recorded
   (no summary, or one made before runs measured it)."""
   recorded = (summary(run_dir) or {}).get('memory') or {}
@@ -262,7 +261,7 @@ def rounds_done(run_dir: pathlib.Path) -> int:
   return max(evaluated, default=0)
 
 
-def seconds_per_round(run_dir: pathlib.Path) -> Optional[float]:
+def seconds_per_round(run_dir: pathlib.Path) -> float | None:
   """The median over rounds of the summed `round_seconds` of the run's algorithms (None
   without rounds)."""
   if not (pathlib.Path(run_dir) / METRICS).exists():
@@ -280,7 +279,7 @@ def seconds_per_round(run_dir: pathlib.Path) -> Optional[float]:
 _COMPONENTS = ('train/client_work/', 'train/aggregator/')
 
 
-def _older_name(column: str) -> Optional[str]:
+def _older_name(column: str) -> str | None:
   for component in _COMPONENTS:
     if column.startswith(component):
       return 'train/' + column[len(component):]

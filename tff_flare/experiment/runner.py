@@ -27,7 +27,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, TypeAlias
 
 import grpc
 import numpy as np
@@ -65,7 +65,7 @@ def code_version(root: pathlib.Path = _SOURCE_ROOT) -> dict:
   `root` is not a git checkout or git is missing or slow (5 s): an installed package.
   """
 
-  def git(*args: str) -> Optional[str]:
+  def git(*args: str) -> str | None:
     try:
       done = subprocess.run(['git', '-C', str(root), *args],
                             capture_output=True,
@@ -128,7 +128,7 @@ def hyperparameters(config: config_lib.ExperimentConfig,
 _TFF_OP_FAILED = 'Failed to run computation: '
 
 
-def what_tf_says(error: Exception) -> Optional[str]:
+def what_tf_says(error: Exception) -> str | None:
   """The line of a failed TF op that says what is wrong, without the graph's node and its
   traceback (`Received a label value of 7 which is outside the valid range of [0, 3)...`):
   from TF's `InvalidArgumentError` in this process, or from TFF's runtime (a gRPC error whose
@@ -278,7 +278,7 @@ RETIRED_ARGUMENTS = {
 }
 
 
-def _current_arguments(build: Optional[dict]) -> Optional[dict]:
+def _current_arguments(build: dict | None) -> dict | None:
   """A recorded build with its retired argument names and values as they are now."""
   if not build or not any(k in build.get('arguments', {}) for k in RETIRED_ARGUMENTS):
     return build
@@ -330,7 +330,7 @@ def _check_facts(output_dir: str, record: dict, facts: dict) -> None:
 
 def _record_config(config: config_lib.RunSettings,
                    log,
-                   facts: Optional[dict] = None,
+                   facts: dict | None = None,
                    from_round: int = 0) -> dict:
   """Checks the configuration against the recorded one; records it (and any change), with
   `facts` that must not change either: the algorithms a `simulate` run trains, and `data`,
@@ -420,7 +420,7 @@ def _run_experiment(config: config_lib.ExperimentConfig, log) -> dict:
         test_data=task.test_data).summary
 
 
-ClientData = Union[tff.simulation.datasets.ClientData, Mapping[str, tf.data.Dataset]]
+ClientData: TypeAlias = tff.simulation.datasets.ClientData | Mapping[str, tf.data.Dataset]
 
 
 def _signature_with_settings(function: Callable) -> Callable:
@@ -467,8 +467,8 @@ class SimulationResult:
 def simulate(processes: Mapping[str, process_lib.AlgorithmProcess],
              train_data: ClientData,
              *,
-             output_dir: Optional[str] = None,
-             test_data: Optional[tf.data.Dataset] = None,
+             output_dir: str | None = None,
+             test_data: tf.data.Dataset | None = None,
              hooks: Sequence[loop.Hook] = (),
              release_managers: Sequence[tff.program.ReleaseManager] = (),
              log: Callable[[str], object] = print,
@@ -650,7 +650,7 @@ def _check_processes(processes: Mapping[str, process_lib.AlgorithmProcess]) -> N
           'processes run side by side start from one model. Build them with one model_fn.')
 
 
-def _fingerprint_datasets(named) -> Optional[str]:
+def _fingerprint_datasets(named) -> str | None:
   try:
     return data_sources.fingerprint_datasets(named)
   except data_sources.DataSourceError as e:
@@ -661,14 +661,14 @@ def _fingerprint_datasets(named) -> Optional[str]:
 
 
 def _check_memory(processes: dict, first_dataset: tf.data.Dataset, population: int,
-                  settings: config_lib.RunSettings, test_data: Optional[tf.data.Dataset],
+                  settings: config_lib.RunSettings, test_data: tf.data.Dataset | None,
                   log) -> memory.Estimate:
   """Estimates the run's peak (a step's activations from `first_dataset`'s first batch, the
   evaluation's from `test_data`'s; None: no evaluation) and logs it beside what the run may
   use; refuses a run that would not fit (`memory.plan`)."""
   threads = settings.client_threads or os.cpu_count() or 1
 
-  def first_batch(dataset: Optional[tf.data.Dataset]):
+  def first_batch(dataset: tf.data.Dataset | None):
     try:
       return None if dataset is None else memory.batch_spec(dataset)
     except (tf.errors.OpError, TypeError, ValueError):  # Data that cannot be read: said where
@@ -715,9 +715,9 @@ def _run_processes(
     settings: config_lib.RunSettings,
     facts: dict,
     log,
-    interrupted: Optional[threading.Event] = None,
+    interrupted: threading.Event | None = None,
     *,
-    test_data: Optional[tf.data.Dataset] = None,
+    test_data: tf.data.Dataset | None = None,
     hooks: Sequence[loop.Hook] = (),
     release_managers: Sequence[tff.program.ReleaseManager] = ()
 ) -> SimulationResult:
@@ -790,7 +790,7 @@ def _run_processes(
                                             settings.client_sampling)
     collected = hooks_lib.CollectRows()
 
-    def last_checkpoint() -> Optional[int]:
+    def last_checkpoint() -> int | None:
       versions = checkpoints.versions() if checkpoints else []
       return versions[-1] if versions else None
 

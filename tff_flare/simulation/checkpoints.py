@@ -31,7 +31,7 @@ import os
 import pathlib
 import re
 import shutil
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -180,7 +180,7 @@ class Checkpoints:
       return old, {run.name: list(old[run.name]['clients']) for run in self._stateful_runs()}
     return saved, {run.name: self._read_clients(version, run) for run in self._stateful_runs()}
 
-  def restore(self, version: Optional[int] = None) -> int:
+  def restore(self, version: int | None = None) -> int:
     """Restores checkpoint `version` (default: the latest) into the runs; returns its round.
 
     Returns 0, changing nothing, when there is no checkpoint. What unfinished saves left is

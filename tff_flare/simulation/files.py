@@ -15,14 +15,13 @@ import io
 import os
 import pathlib
 import stat
-from typing import Optional
 
 
 class LinkedPathError(ValueError):
   """A file to write that is, or lies under, a symbolic link."""
 
 
-def check_no_link(path: os.PathLike | str, within: Optional[os.PathLike | str] = None) -> None:
+def check_no_link(path: os.PathLike | str, within: os.PathLike | str | None = None) -> None:
   """Refuses `path` if it, or a folder between `within` (default: its own folder) and it, is
   a symbolic link.
 
@@ -90,7 +89,7 @@ def read_text(path: os.PathLike | str) -> str:
 
 def write_file(path: os.PathLike | str,
                content: str | bytes,
-               within: Optional[os.PathLike | str] = None) -> None:
+               within: os.PathLike | str | None = None) -> None:
   """Writes `content` (text as UTF-8) to `path` whole (see the module docstring).
 
   Raises:
@@ -114,7 +113,7 @@ def write_file(path: os.PathLike | str,
 def write_figure(figure,
                  path: os.PathLike | str,
                  dpi: int,
-                 within: Optional[os.PathLike | str] = None) -> None:
+                 within: os.PathLike | str | None = None) -> None:
   """Writes a matplotlib figure as PNG through `write_file`."""
   buffer = io.BytesIO()
   figure.savefig(buffer, format='png', dpi=dpi)

@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable, Sequence
 import threading
 import time
-from typing import Any, Optional
+from typing import Any
 
 import tensorflow_federated as tff
 
@@ -168,7 +168,7 @@ class ReleaseRows(loop.Hook):
 
   def __init__(self,
                managers: Sequence[tff.program.ReleaseManager],
-               final_managers: Optional[Sequence[tff.program.ReleaseManager]] = None):
+               final_managers: Sequence[tff.program.ReleaseManager] | None = None):
     self._managers = list(managers)
     self._final = self._managers if final_managers is None else list(final_managers)
 
@@ -231,7 +231,7 @@ class LogProgress(loop.Hook):
                log: Callable[[str], Any],
                start_round: int,
                end_round: int,
-               peak_bytes: Optional[Callable[[], int]] = None):
+               peak_bytes: Callable[[], int] | None = None):
     self._log = log
     self._start_round = start_round
     self._end_round = end_round

@@ -18,7 +18,7 @@ A row: `{'round': r, 'clients': [...], <algorithm>: {'eval'?, 'round_seconds',
 import collections
 from collections.abc import Callable, Mapping, Sequence
 import time
-from typing import Any, Optional
+from typing import Any
 
 import attrs
 import numpy as np
@@ -155,7 +155,7 @@ class Hook:
   def before_round(self, round_num: int, runs: Sequence[AlgorithmRun], row: dict) -> None:
     pass
 
-  def after_round(self, round_num: int, runs: Sequence[AlgorithmRun], row: dict) -> Optional[bool]:
+  def after_round(self, round_num: int, runs: Sequence[AlgorithmRun], row: dict) -> bool | None:
     pass
 
   def after_last_round(self, end_round: int, runs: Sequence[AlgorithmRun], row: dict) -> None:
@@ -179,7 +179,7 @@ def run_rounds(runs: Sequence[AlgorithmRun],
                start_round: int,
                end_round: int,
                hooks: Sequence[Hook] = (),
-               execution_stats: Optional[remote.ExecutionStats] = None) -> None:
+               execution_stats: remote.ExecutionStats | None = None) -> None:
   """Trains every run for rounds `start_round .. end_round - 1` (see the module docstring).
 
   Args:

@@ -46,7 +46,7 @@ import pathlib
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -329,7 +329,7 @@ def estimate_run(sizes: Mapping[str, ProcessSizes],
                   floor=int(base + floor))
 
 
-def resident_bytes(pid: Optional[int] = None) -> int:
+def resident_bytes(pid: int | None = None) -> int:
   """The memory a process (this one by default) holds of its own, in bytes: its anonymous
   and shared-memory pages. The pages of files it maps (TensorFlow's libraries, a disk
   store's states) are the kernel's page cache, which it can reclaim, and are left out, as a
@@ -337,7 +337,7 @@ def resident_bytes(pid: Optional[int] = None) -> int:
   return _status_bytes(pid, 'RssAnon') + _status_bytes(pid, 'RssShmem')
 
 
-def _status_bytes(pid: Optional[int], field: str) -> int:
+def _status_bytes(pid: int | None, field: str) -> int:
   path = f'/proc/{pid or "self"}/status'
   try:
     for line in pathlib.Path(path).read_text().splitlines():
@@ -361,7 +361,7 @@ class PeakSampler:
     self._interval_s = interval_s
     self._peak = 0
     self._stop = threading.Event()
-    self._thread: Optional[threading.Thread] = None
+    self._thread: threading.Thread | None = None
 
   def __enter__(self) -> 'PeakSampler':
     self._stop.clear()
@@ -388,7 +388,7 @@ class PeakSampler:
     return self._peak
 
 
-def _cgroup_limit() -> Optional[int]:
+def _cgroup_limit() -> int | None:
   """What this process may hold under its memory cgroups' limits (theirs and their parents'):
   a limit less what the cgroup's other members use (its usage beyond this process's resident
   memory and the page cache, which the kernel reclaims before it kills: `_reclaimable`), or
@@ -398,7 +398,7 @@ def _cgroup_limit() -> Optional[int]:
     lines = pathlib.Path('/proc/self/cgroup').read_text().splitlines()
   except OSError:
     return None
-  room: Optional[int] = None
+  room: int | None = None
   for line in lines:
     number, controllers, path = line.split(':', 2)
     if number == '0' and not controllers:  # cgroup v2
@@ -438,7 +438,7 @@ def _reclaimable(stat_file: pathlib.Path, cache_key: str, shmem_key: str) -> int
     return 0
 
 
-def _machine_available() -> Optional[int]:
+def _machine_available() -> int | None:
   try:
     for line in pathlib.Path('/proc/meminfo').read_text().splitlines():
       if line.startswith('MemAvailable:'):
@@ -448,7 +448,7 @@ def _machine_available() -> Optional[int]:
   return None
 
 
-def available_bytes() -> Optional[int]:
+def available_bytes() -> int | None:
   """What this process may hold in all: its cgroup's limit (`_cgroup_limit`), or without one
   what it holds now plus the machine's available memory; None where neither is known."""
   limit = _cgroup_limit()
@@ -474,8 +474,8 @@ def plan(sizes: Mapping[str, ProcessSizes],
          evaluates: bool,
          evaluation_forward: int = 0,
          tff_subrounds: int = 1,
-         budget: Optional[int] = None,
-         pooling: Optional[bool] = None) -> tuple[Estimate, Optional[int], Optional[str]]:
+         budget: int | None = None,
+         pooling: bool | None = None) -> tuple[Estimate, int | None, str | None]:
   """The run's estimate, what it may use (`budget`, else `available_bytes()`), and, when the
   estimate is larger, the one-line refusal naming the settings that would fit (None when it
   fits, or when what it may use is unknown). `pooling`: the allocator's kind (default: this
