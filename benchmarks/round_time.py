@@ -1,8 +1,9 @@
 r"""Seconds and bytes per round in every execution mode, side by side in one run.
 
-For the authors' MNIST CNN (default: 10 clients x 600 images, batch 600, one local step) or
-FC (`--model=fc`), the chosen algorithms from one initial model, on synthetic uint8 images
-scaled per batch (what the experiment binary sends). Modes, each in this one run, in turn:
+For a model of `benchmarks.synthetic` (default: the authors' MNIST CNN, 10 clients x 600
+images, batch 600, one local step; `--model=fc`, `vgg11`, ...), the chosen algorithms from
+one initial model, on synthetic data batched and scaled as the tasks do (what the experiment
+binary sends). Modes, each in this one run, in turn:
 
   local      TFF's local runtime (`--execution=local`): whole computations on one
              `worker_binary`, its traffic counted;
@@ -21,13 +22,18 @@ Per mode and algorithm: seconds per round (mean of the timed rounds; the first r
 tracing, is not timed), the bytes that crossed between the driver and TFF's worker(s) per
 round and the same as models per worker (bytes / (model bytes x workers), TFF's local runtime
 one worker: the goal of a split round is 2, the model out and a sum back), and the largest
-weight difference to the first mode's run after all rounds. On one machine
+weight difference to the first mode's run after all rounds (float rounding, except
+where the model draws at random: the VGG's dropout masks differ between this process and
+TFF's worker, 2.7e-4 after two rounds of two steps). On one machine
 TFF's workers share the cores: the `workers=N` rows measure the cost of the split and the
 driver's traffic, not a speed-up.
 
   python -m benchmarks.round_time                                  # CNN, local vs in-process
   python -m benchmarks.round_time --modes=local,inprocess,workers=1,workers=2
   python -m benchmarks.round_time --model=fc --clients=3 --rounds=1 --algorithms=flare,fedavg
+  # the authors' VGG11 round: 4 clients x 25 steps of 500 images
+  python -m benchmarks.round_time --model=vgg11 --clients=4 --examples_per_client=12500 \
+      --batch_size=500 --rounds=1 --algorithms=flare --modes=inprocess,workers=1:files,workers=2:files
   python -m benchmarks.round_time --model=fc --clients=3 --rounds=1 --algorithms=flare \
       --modes=local,local:files,workers=1,workers=1:files
 """
@@ -52,7 +58,9 @@ from tff_flare.execution import workers
 from tff_flare.simulation import loop
 from tff_flare.execution import cleanup
 
-_MODEL = flags.DEFINE_enum('model', 'cnn', ['cnn', 'fc'], "The authors' MNIST CNN or FC.")
+_MODEL = flags.DEFINE_enum(
+    'model', 'cnn', list(synthetic.MODELS),
+    "The model (`benchmarks.synthetic`: the authors' MNIST CNN and FC, VGG, GRU).")
 _CLIENTS = flags.DEFINE_integer('clients', 10, 'Clients per round.', lower_bound=1)
 _EXAMPLES = flags.DEFINE_integer('examples_per_client', 600, 'Images per client.', lower_bound=1)
 _BATCH = flags.DEFINE_integer('batch_size', 600, 'Local batch size.', lower_bound=1)
@@ -134,7 +142,7 @@ def main(argv):
                                      keep_percent=0.001,
                                      tau=0.05,
                                      tau_decay=1.1,
-                                     reg_steps=1,
+                                     reg_steps=synthetic.MODELS[_MODEL.value].reg_steps,
                                      total_clients=_CLIENTS.value)
   processes = collections.OrderedDict(
       (name, registry.build(name, model_fn, hparams)) for name in _ALGORITHMS.value)
@@ -144,8 +152,8 @@ def main(argv):
                                   tff.learning.models.ModelWeights.from_model(model_fn()))
   num_parameters = sum(w.size for w in initial.trainable)
   print(
-      f'MNIST {_MODEL.value.upper()} ({num_parameters:,} parameters), {_CLIENTS.value} '
-      f'clients x {_EXAMPLES.value} images, batch {_BATCH.value}; {_ROUNDS.value} timed '
+      f'{_MODEL.value} ({num_parameters:,} parameters), {_CLIENTS.value} '
+      f'clients x {_EXAMPLES.value} examples, batch {_BATCH.value}; {_ROUNDS.value} timed '
       f'rounds after one untimed; {len(tf.config.list_physical_devices("GPU"))} GPU(s)',
       flush=True)
   results = collections.OrderedDict()
