@@ -99,6 +99,35 @@ class InertImportTest(tf.test.TestCase):
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     self.assertIn(f'INERT {len(modules)}', result.stdout, result.stderr[-3000:])
 
+  def test_importing_the_package_loads_no_task_table_or_data_source(self):
+    # `simulate` and its types are loaded at their first use (they validate a run against the
+    # task table): a user who only builds processes does not load them.
+    check = '''
+import sys
+import tff_flare
+loaded = sorted(m for m in sys.modules if m.startswith(('tff_flare.tasks', 'tff_flare.experiment')))
+assert not loaded, loaded
+assert callable(tff_flare.simulate) and issubclass(tff_flare.ConfigError, ValueError)
+assert 'tff_flare.tasks.registry' in sys.modules
+namespace = {}
+exec('from tff_flare import *', namespace)
+assert set(tff_flare.__all__) <= set(namespace), set(tff_flare.__all__) - set(namespace)
+assert set(tff_flare.__all__) <= set(dir(tff_flare))
+try:
+  tff_flare.simulte
+except AttributeError as e:
+  assert "no attribute 'simulte'" in str(e), e
+print('LAZY')
+'''
+    result = subprocess.run([sys.executable, '-c', check],
+                            capture_output=True,
+                            text=True,
+                            timeout=300,
+                            check=False,
+                            cwd=ROOT,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL='3'))
+    self.assertIn('LAZY', result.stdout, result.stderr[-3000:])
+
 
 if __name__ == '__main__':
   tf.test.main()

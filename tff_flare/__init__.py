@@ -26,11 +26,15 @@ laid out by concern (see the README's "How it fits together"):
   experiment/  a run's configuration (validated in one place), the runner, the files a run
                writes (`run_files`: their one reader)
 
-Importing it changes nothing in the interpreter: no signal handler, no patch, no thread. The
-first builder called registers an exit hook that stops TFF's workers (`execution/cleanup.py`).
+Importing it changes nothing in the interpreter: no signal handler, no patch, no thread; nor
+does it load the task table or the data sources (`simulate` and its types load them at first
+use). The first builder called registers an exit hook that stops TFF's workers
+(`execution/cleanup.py`).
 """
 
 import functools
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from tff_flare.algorithms import ec as _ec
 from tff_flare.algorithms import ec_ffl as _ec_ffl
@@ -44,10 +48,34 @@ from tff_flare.algorithms import tff_baselines as _tff_baselines
 from tff_flare.execution import cleanup as _cleanup
 from tff_flare.algorithms.process import AlgorithmProcess
 from tff_flare.algorithms.registry import Hyperparameters
-from tff_flare.experiment.config import ConfigError
-from tff_flare.experiment.runner import SimulationResult
-from tff_flare.experiment.runner import simulate
 from tff_flare.simulation.loop import Hook
+
+if TYPE_CHECKING:
+  from tff_flare.experiment.config import ConfigError
+  from tff_flare.experiment.runner import SimulationResult
+  from tff_flare.experiment.runner import simulate
+
+# `simulate`, its result and its error live with the runner, which validates a run against
+# the task table and the data sources: loaded at their first use, not when the package is
+# imported (a user who only builds processes never loads them).
+_WITH_THE_RUNNER = {
+    'ConfigError': 'tff_flare.experiment.config',
+    'SimulationResult': 'tff_flare.experiment.runner',
+    'simulate': 'tff_flare.experiment.runner',
+}
+
+
+def __getattr__(name: str) -> Any:
+  if name not in _WITH_THE_RUNNER:
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+  value = getattr(importlib.import_module(_WITH_THE_RUNNER[name]), name)
+  globals()[name] = value
+  return value
+
+
+def __dir__() -> list[str]:
+  return sorted({*globals(), *_WITH_THE_RUNNER})
+
 
 __all__ = [
     'AlgorithmProcess',
