@@ -1,6 +1,7 @@
 """Tests of `composer` and `round_functions`: signatures, metrics, the non-finite policy."""
 
 import collections
+import dataclasses
 
 from absl.testing import parameterized
 import numpy as np
@@ -126,11 +127,12 @@ class NonFinitePolicyTest(tf.test.TestCase, parameterized.TestCase):
 class ClientStateTest(tf.test.TestCase):
 
   def test_error_feedback_state_is_the_accumulator(self):
-    process = flare.build_flare(_MODEL_FN,
-                                keep_percent=20.0,
-                                client_optimizer=tiny_models.tiny_hparams().client_optimizer,
-                                tau=0.1,
-                                tau_decay=1.1)
+    process = flare.build_flare(
+        _MODEL_FN,
+        keep_percent=20.0,
+        client_optimizer=tiny_models.tiny_hparams().context.client_optimizer,
+        tau=0.1,
+        tau_decay=1.1)
     state = process.initial_client_state()
     self.assertEqual(list(state), [error_feedback.ACCUMULATOR])
     self.assertEqual([np.shape(t) for t in state[error_feedback.ACCUMULATOR]], [(4, 3), (3,)])
@@ -140,10 +142,10 @@ def _with_aggregator(name, model_aggregator):
   hparams = tiny_models.tiny_hparams()
   return registry.build(
       name, _MODEL_FN,
-      registry.Hyperparameters(hparams.client_optimizer,
-                               total_clients=hparams.total_clients,
+      registry.Hyperparameters(hparams.context.client_optimizer,
+                               total_clients=hparams.context.total_clients,
                                model_aggregator=model_aggregator,
-                               **hparams.knobs))
+                               **dataclasses.asdict(hparams.knobs)))
 
 
 class ModelAggregatorTest(tf.test.TestCase, parameterized.TestCase):

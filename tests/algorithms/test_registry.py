@@ -13,6 +13,8 @@ would add tracing time and no coverage; every algorithm runs on the tiny models
 """
 
 import collections
+import dataclasses
+from unittest import mock
 
 from absl.testing import parameterized
 import numpy as np
@@ -20,7 +22,9 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import tiny_models
+from tff_flare.algorithms import hyperparameters
 from tff_flare.algorithms import registry
+from tff_flare.algorithms import sparsification
 from tff_flare.execution import inprocess
 from tff_flare.tasks import models
 
@@ -90,6 +94,57 @@ class EveryAlgorithmOnEveryModelTest(tf.test.TestCase, parameterized.TestCase):
       registry.build(
           'fedsgd', tiny_models.softmax_model_fn(),
           registry.Hyperparameters(client_optimizer=tff.learning.optimizers.build_sgdm(0.1)))
+
+
+class KnobsTest(tf.test.TestCase):
+  """`registry.Knobs` (the configuration's knob fields) and the algorithms' Params agree."""
+
+  def test_every_params_field_is_its_knobs_field(self):
+    knobs = registry.knob_fields()
+    for name, algorithm in registry.ALGORITHMS.items():
+      for field in dataclasses.fields(algorithm.params):
+        self.assertEqual((knobs[field.name].default, dict(knobs[field.name].metadata)),
+                         (field.default, dict(field.metadata)),
+                         msg=f'{name}: {field.name}')
+
+  def _check_with(self, params):
+    rows = dict(registry.ALGORITHMS, odd=registry.Algorithm(params, None, 'Odd', 'C9'))
+    with mock.patch.object(registry, 'ALGORITHMS', rows):
+      registry.check_knobs()
+
+  def test_a_knob_declared_otherwise_is_refused(self):
+
+    @dataclasses.dataclass(frozen=True)
+    class OtherDefault(hyperparameters.Params):
+      keep_percent: float = sparsification.KEEP_PERCENT.field(5.0)
+
+    with self.assertRaisesRegex(ValueError, 'Knob keep_percent of odd differs'):
+      self._check_with(OtherDefault)
+
+  def test_a_knob_missing_from_knobs_is_refused(self):
+
+    @dataclasses.dataclass(frozen=True)
+    class NewKnob(hyperparameters.Params):
+      strength: float = hyperparameters.Knob(1.0, 'A strength.').field()
+
+    with self.assertRaisesRegex(ValueError, 'strength of odd is not a field of registry.Knobs'):
+      self._check_with(NewKnob)
+
+  def test_a_knob_no_algorithm_takes_is_refused(self):
+    rows = {n: a for n, a in registry.ALGORITHMS.items() if n != 'qsgd_ef'}
+    with mock.patch.object(registry, 'ALGORITHMS', rows):
+      with self.assertRaisesRegex(ValueError, r"no algorithm takes: \['qsgd_levels'\]"):
+        registry.check_knobs()
+
+  def test_hyperparameters_hold_every_knob_and_give_each_algorithm_its_own(self):
+    hparams = registry.Hyperparameters(client_optimizer=tff.learning.optimizers.build_sgdm(0.1),
+                                       tau=0.25)
+    self.assertEqual(hparams.knobs.tau, 0.25)
+    self.assertEqual(hparams.knobs.keep_percent, sparsification.KEEP_PERCENT.default)
+    self.assertEqual(hparams.params('ec_fedprox').tau, 0.25)
+    self.assertFalse(hasattr(hparams.params('ec'), 'tau'))
+    with self.assertRaisesRegex(ValueError, r"Unknown hyperparameters \['taux'\]"):
+      registry.Hyperparameters(client_optimizer=tff.learning.optimizers.build_sgdm(0.1), taux=1.0)
 
 
 if __name__ == '__main__':

@@ -1,5 +1,6 @@
 """Tests of `tff_flare.execution.modes`: a round in two phases; a dead local worker ends it."""
 
+import dataclasses
 import os
 import signal
 import time
@@ -28,9 +29,9 @@ class PhasesTest(tf.test.TestCase):
     # EC with a TFF aggregation factory: its aggregation runs in the server phase.
     ec_clipped = registry.build(
         'ec', tiny_models.SOFTMAX_MODEL_FN,
-        registry.Hyperparameters(hparams.client_optimizer,
-                                 total_clients=hparams.total_clients,
-                                 **hparams.knobs,
+        registry.Hyperparameters(hparams.context.client_optimizer,
+                                 total_clients=hparams.context.total_clients,
+                                 **dataclasses.asdict(hparams.knobs),
                                  model_aggregator=tff.aggregators.clipping_factory(
                                      0.01, tff.aggregators.MeanFactory())))
     for name, process in [(n, tiny_models.tiny_process(n)) for n in ('flare', 'ec', 'ef21')

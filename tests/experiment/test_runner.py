@@ -460,7 +460,7 @@ class ModelAggregatorRunTest(tf.test.TestCase):
     with mock.patch.object(runner.model_aggregators, 'build') as build:
       hparams = runner.hyperparameters(config, runner.build_task(config))
     build.assert_called_once_with('clipping', 0.25)
-    self.assertIs(hparams.model_aggregator, build.return_value)
+    self.assertIs(hparams.context.model_aggregator, build.return_value)
 
   def test_a_stateful_factory_runs_and_resumes_from_its_checkpointed_state(self):
     # TFF's robust aggregator estimates its norms from the clients: server state.

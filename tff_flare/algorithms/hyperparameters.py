@@ -6,12 +6,14 @@ A `Knob` is declared in the module of what it tunes (`sparsification.KEEP_PERCEN
   * an algorithm's parameters are a frozen dataclass of knobs (`flare.FlareParams`: fields
     `knob.field()`, checked when built, `check_fields`), and the registry row of an
     algorithm is its builder and that class (`registry.ALGORITHMS`);
-  * the experiment configuration holds the same knobs as fields
-    (`experiment.config.ExperimentConfig`), checked once by its `validate`;
+  * every knob of every algorithm is a field of `registry.Knobs` (the same `knob.field()`,
+    held to the Params' declarations at import), which the experiment configuration
+    (`experiment.config.ExperimentConfig`) inherits, checked once by its `validate`;
   * the binaries' flags and their help are generated from the configuration's fields
     (`experiments/config_flags.py`).
 
-So a new knob is one `Knob` and one field in the Params of each algorithm that takes it.
+So a new knob is one `Knob`, one field in the Params of each algorithm that takes it and one
+in `registry.Knobs`.
 """
 
 import dataclasses

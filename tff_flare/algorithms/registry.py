@@ -8,8 +8,9 @@ A row is an `Algorithm`: the frozen dataclass of the knobs the algorithm takes
 and `build(model_fn, params, context)`. `Hyperparameters` holds the run's values of every
 knob (defaults from the knobs themselves) and what comes from the run rather than from a knob
 (`Context`: the client optimizer, the population, which tensors are regularized, the seed).
-The experiment configuration and the flags are made from the same knobs
-(`experiment.config`), so a new algorithm is its module plus one row here.
+`Knobs` is every knob of every algorithm, one field each: the experiment configuration
+inherits it (`experiment.config`) and the flags are made from it, so a new algorithm is its
+module plus one row here (and a field in `Knobs` for a knob of its own).
 """
 
 from collections.abc import Callable
@@ -26,10 +27,14 @@ from tff_flare.algorithms import ef21
 from tff_flare.algorithms import fedavg
 from tff_flare.algorithms import flare
 from tff_flare.algorithms import hyperparameters
+from tff_flare.algorithms import local_training
 from tff_flare.algorithms import masking
 from tff_flare.algorithms import model_facts
 from tff_flare.algorithms import process
 from tff_flare.algorithms import qsgd
+from tff_flare.algorithms import regularizers
+from tff_flare.algorithms import schedules
+from tff_flare.algorithms import sparsification
 from tff_flare.algorithms import tff_baselines
 
 
@@ -173,21 +178,54 @@ def color(name: str) -> str:
   return ALGORITHMS[name].color if name in ALGORITHMS else 'black'
 
 
+@dataclasses.dataclass
+class Knobs:
+  """A run's value of every algorithm's knob, one field each (the knobs are shared: FLARE's
+  R is EC's), defaults the knobs' own. An algorithm takes the subset its Params declare;
+  `check_knobs` holds the two to one declaration at import."""
+
+  keep_percent: float = sparsification.KEEP_PERCENT.field()
+  topk_rule: str = sparsification.TOPK_RULE.field()
+  tau: float = schedules.TAU.field()
+  tau_decay: float = schedules.TAU_DECAY.field()
+  mask_percentile: float = regularizers.MASK_PERCENTILE.field()
+  reg_steps: int | str | None = local_training.REG_STEPS.field()
+  local_epochs: int = local_training.LOCAL_EPOCHS.field()
+  keep_probability: float = masking.KEEP_PROBABILITY.field()
+  num_mask_draws: int = masking.NUM_MASK_DRAWS.field()
+  qsgd_levels: int = qsgd.QSGD_LEVELS.field()
+  tff_fedprox_strength: float = tff_baselines.TFF_FEDPROX_STRENGTH.field()
+
+
 def knob_fields() -> dict[str, dataclasses.Field]:
-  """Every knob of every algorithm, by name (one field each: the knobs are shared).
+  """Every knob of every algorithm, by name: the fields of `Knobs`."""
+  return {field.name: field for field in dataclasses.fields(Knobs)}
+
+
+def check_knobs() -> None:
+  """Every algorithm's Params field is a field of `Knobs`, with its default and help; every
+  field of `Knobs` is some algorithm's.
 
   Raises:
-    ValueError: two algorithms declaring one knob name with different defaults or help.
+    ValueError: naming the knob and the algorithm that declare it otherwise.
   """
-  fields: dict[str, dataclasses.Field] = {}
+  fields = knob_fields()
+  used = set()
   for name, algorithm in ALGORITHMS.items():
     for field in dataclasses.fields(algorithm.params):
-      known = fields.setdefault(field.name, field)
+      known = fields.get(field.name)
+      if known is None:
+        raise ValueError(f'Knob {field.name} of {name} is not a field of registry.Knobs.')
       if (known.default, dict(known.metadata)) != (field.default, dict(field.metadata)):
-        raise ValueError(f'Knob {field.name} of {name} differs from its other declaration.')
-  return fields
+        raise ValueError(f'Knob {field.name} of {name} differs from its field in '
+                         'registry.Knobs.')
+      used.add(field.name)
+  unused = sorted(set(fields) - used)
+  if unused:
+    raise ValueError(f'registry.Knobs has knobs no algorithm takes: {unused}.')
 
 
+check_knobs()
 KNOB_NAMES = tuple(knob_fields())
 
 
@@ -200,7 +238,8 @@ def knobs_of(names) -> set[str]:
 
 
 class Hyperparameters:
-  """The run's value of every knob (defaults: the knobs'), and its `Context`.
+  """The run's value of every knob (`knobs`, a `Knobs`; defaults: the knobs') and what comes
+  from the run (`context`, a `Context`).
 
   Args:
     client_optimizer, total_clients, is_regularized, seed, model_aggregator,
@@ -230,23 +269,13 @@ class Hyperparameters:
                            seed=seed,
                            model_aggregator=model_aggregator,
                            client_weighting=client_weighting)
-    self.knobs = dict(knobs)
+    self.knobs = Knobs(**knobs)
 
   def params(self, name: str):
     """Algorithm `name`'s parameters (checked: `ValueError` for a value its knob refuses)."""
     params_class = ALGORITHMS[name].params
-    return params_class(**{
-        f.name: self.knobs[f.name] for f in dataclasses.fields(params_class) if f.name in self.knobs
-    })
-
-  def __getattr__(self, name: str):
-    if name in ('context', 'knobs'):
-      raise AttributeError(name)
-    if hasattr(self.context, name):
-      return getattr(self.context, name)
-    if name in KNOB_NAMES:
-      return self.knobs.get(name, knob_fields()[name].default)
-    raise AttributeError(name)
+    return params_class(
+        **{f.name: getattr(self.knobs, f.name) for f in dataclasses.fields(params_class)})
 
 
 def check_take_model_aggregator(names, what: str = 'model_aggregator') -> None:
@@ -272,8 +301,8 @@ def build(name: str, model_fn: model_facts.ModelFn,
     raise TypeError('hyperparameters must be a registry.Hyperparameters(client_optimizer=..., '
                     f'<knob>=...), got {type(hyperparameters).__name__}.')
   algorithm = ALGORITHMS[name]
-  if hyperparameters.model_aggregator is not None:
+  if hyperparameters.context.model_aggregator is not None:
     check_take_model_aggregator([name])
-  if hyperparameters.client_weighting != tff.learning.ClientWeighting.UNIFORM:
+  if hyperparameters.context.client_weighting != tff.learning.ClientWeighting.UNIFORM:
     check_take_model_aggregator([name], 'client_weighting but uniform')
   return algorithm.build(model_fn, hyperparameters.params(name), hyperparameters.context)

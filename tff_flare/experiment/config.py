@@ -19,7 +19,7 @@ import json
 import os
 import pathlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tff_flare.algorithms import hyperparameters
 from tff_flare.algorithms import model_aggregators
@@ -162,26 +162,12 @@ class Settings(RunSettings):
                             "uniform (the authors') or num_examples (TFF's weighted FedAvg).")
 
 
-if TYPE_CHECKING:
+@dataclasses.dataclass
+class ExperimentConfig(algorithms.Knobs, Settings):
+  """One experiment: the `Settings` (the run's, the task's, the algorithms and how they
+  aggregate) and every algorithm's knob (`algorithms.Knobs`, each declared once where it
+  belongs, `tff_flare.algorithms.hyperparameters`)."""
 
-  class ExperimentConfig(Settings):
-    """What the type checker reads: the `Settings`, typed; every algorithm's knob, `Any`."""
-
-    def __init__(self, **values: Any) -> None:
-      ...
-
-    def __getattr__(self, knob: str) -> Any:
-      ...
-
-else:
-  # One experiment: the settings and every algorithm's knobs (`algorithms.registry`), each
-  # declared once, where it belongs (`tff_flare.algorithms.hyperparameters`): made a
-  # dataclass of both here, so the knobs are not listed a second time.
-  ExperimentConfig = dataclasses.make_dataclass(
-      'ExperimentConfig', [(name, Any, field) for name, field in algorithms.knob_fields().items()],
-      bases=(Settings,))
-  ExperimentConfig.__doc__ = """One experiment: the `Settings` and every algorithm's knob."""
-  ExperimentConfig.__module__ = __name__
 
 # The settings that are task options (`tasks.registry.TaskSpec.options`).
 _TASK_OPTIONS = ('source', 'data_path', 'data_dir', 'total_clients', 'partition', 'alpha', 'ratio',
