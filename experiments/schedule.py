@@ -138,6 +138,9 @@ def check_recorded_flags(run: spec.Run, run_dir: pathlib.Path) -> None:
     recorded = json.loads(files.read_text(path))
   except (OSError, ValueError) as e:
     raise ReproduceError(f'{path} cannot be read ({e}).') from e
+  if not isinstance(recorded, dict) or not isinstance(recorded.get('flags', {}), dict):
+    raise ReproduceError(f'{path} is not the record of a run\'s command (an object with its '
+                         '"binary" and its "flags"). Remove the directory to run it again.')
   wanted = _comparable(run.flags)
   then = _comparable(recorded.get('flags', {}))
   if recorded.get('binary') != run.binary or then != wanted:

@@ -70,6 +70,37 @@ class ReadTest(tf.test.TestCase):
       run_files.curves(self.base / 'header')
     self.assertFalse(run_files.has_curves(self.base / 'header'))
 
+  def test_a_record_that_is_not_one_is_refused(self):
+    run = synthetic_runs.write_run(self.base / 'a', {'flare': _constant(0.27)}, _CONFIG, 3, (0, 3))
+    good = json.loads((run / 'config.json').read_text())
+    self.assertEqual(run_files.record(run), good)
+    self.assertIsNone(run_files.record(self.base / 'absent'))
+    for value, message in (([1], 'a JSON list, not an object'), ({}, "it has no 'config'"),
+                           (dict(good, config=[1]), "its 'config' is a JSON list"),
+                           (dict(good, code={}), "its 'code' is a JSON dict")):
+      (run / 'config.json').write_text(json.dumps(value))
+      with self.assertRaisesRegex(run_files.RunFileError, 'is not a run record: ' + message):
+        run_files.record(run)
+      with self.assertRaisesRegex(run_files.RunFileError, 'is not a run record'):
+        run_files.config(run)
+    (run / 'summary.json').write_text('[1]')
+    with self.assertRaisesRegex(run_files.RunFileError, 'is not a run summary: a JSON list'):
+      run_files.peak_gib(run)
+    (run / 'summary.json').write_text(json.dumps(dict(memory=[3.5])))
+    self.assertIsNone(run_files.peak_gib(run))
+
+  def test_rows_before_a_resume_must_all_be_there(self):
+    run = synthetic_runs.write_run(self.base / 'a', {'flare': _constant(0.27)}, _CONFIG, 3, (0, 3))
+    run_files.check_rows_before(run, 0)
+    run_files.check_rows_before(run, 4)  # Rows 0-3: the end's row is round 3's.
+    with self.assertRaisesRegex(run_files.RunFileError, r'no row of round\(s\) 4, '):
+      run_files.check_rows_before(run, 5)
+    with self.assertRaisesRegex(run_files.RunFileError, r'round\(s\) 4, 5, 6 and 3 more'):
+      run_files.check_rows_before(run, 10)
+    (run / 'metrics.csv').write_text('step,flare/eval/accuracy\n0,0.1\n')
+    with self.assertRaisesRegex(run_files.RunFileError, 'has no round column'):
+      run_files.check_rows_before(run, 1)
+
   def test_a_run_file_that_is_a_pipe_is_refused_not_waited_on(self):
     run = synthetic_runs.write_run(self.base / 'a', {'flare': _constant(0.27)}, _CONFIG, 3, (0, 3))
     for name, read in (('metrics.csv', run_files.rows), ('config.json', run_files.config),

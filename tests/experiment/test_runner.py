@@ -221,6 +221,33 @@ class RefusedRunTest(tf.test.TestCase):
     with self.assertRaisesRegex(config_lib.ConfigError, 'has checkpoints but no config.json'):
       _run(_config(output, algorithms=('ec',), rounds=3, keep_percent=0.01, tau=0.5))
 
+  def test_a_run_record_or_rows_the_checkpoint_needs_damaged_are_refused(self):
+    output = pathlib.Path(self.get_temp_dir()) / 'damaged'
+    _run(_config(output, algorithms=('fedavg',), rounds=2, eval_every=1))
+    record, rows = (output / 'config.json').read_text(), (output / 'metrics.csv').read_text()
+    (output / 'config.json').write_text('[1, 2]')
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                'config.json is not a run record: a JSON list'):
+      _run(_config(output, algorithms=('fedavg',), rounds=3, eval_every=1))
+    (output / 'config.json').write_text(record)
+    # The checkpoint after round 1 has done rounds 0 and 1: a file without round 0's row
+    # (cut, lost or replaced) would end the run with a gap no reader sees.
+    header, round_0, round_1 = rows.splitlines(keepends=True)[:3]
+    (output / 'metrics.csv').write_text(header + round_1)
+    with self.assertRaisesRegex(
+        config_lib.ConfigError, r'metrics.csv has no row of round\(s\) 0, which the checkpoint '
+        r'to resume from has done \(rounds 0-1\)'):
+      _run(_config(output, algorithms=('fedavg',), rounds=3, eval_every=1))
+    (output / 'metrics.csv').unlink()
+    with self.assertRaisesRegex(config_lib.ConfigError, 'metrics.csv is missing'):
+      _run(_config(output, algorithms=('fedavg',), rounds=3, eval_every=1))
+    (output / 'metrics.csv').write_text(header + round_0 + round_1)
+    summary, _ = _run(_config(output, algorithms=('fedavg',), rounds=3, eval_every=1))
+    self.assertEqual(summary['rounds'], 3)
+    self.assertEqual(
+        [row.split(',')[0] for row in (output / 'metrics.csv').read_text().splitlines()[1:]],
+        ['0', '1', '2', '3'])
+
   def test_a_directory_in_use_by_another_run_is_refused(self):
     output = pathlib.Path(self.get_temp_dir()) / 'in_use'
     output.mkdir()

@@ -239,6 +239,19 @@ class ScheduleTest(tf.test.TestCase):
     self.assertEqual(schedule.failure(1, log),
                      'exit 1: Extension modules: numpy.core._multiarray_umath (total: 1)')
 
+  def test_a_command_record_that_is_not_one_is_refused(self):
+    run = _tiny_figure().runs[0]
+    run_dir = pathlib.Path(self.get_temp_dir()) / 'seed0'
+    run_dir.mkdir()
+    for recorded in ('[1, 2]', '"flare"', json.dumps(dict(binary=run.binary, flags=[1]))):
+      (run_dir / schedule.COMMAND_FILE).write_text(recorded)
+      with self.assertRaisesRegex(schedule.ReproduceError,
+                                  r"command.json is not the record of a run's command"):
+        schedule.check_recorded_flags(run, run_dir)
+    (run_dir / schedule.COMMAND_FILE).write_text(
+        json.dumps(dict(binary=run.binary, flags=dict(run.flags))))
+    schedule.check_recorded_flags(run, run_dir)
+
   def test_bad_selections(self):
     with self.assertRaisesRegex(schedule.ReproduceError, 'Unknown figures'):
       schedule.select([_tiny_figure()], ['nope'])

@@ -133,6 +133,24 @@ class DiskClientStateStoreTest(tf.test.TestCase):
     self.assertLen(os.listdir(client_dir), 2)
     self.assertAllEqual(store.get('a')['accumulator'][1], np.full(3, 3.0))
 
+  def test_a_damaged_index_of_a_kept_checkpoint_deletes_nothing(self):
+    for damaged in (None, '{"a": ', '[1, 2]', '{"61": "one"}'):
+      directory = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+      store = client_state.DiskClientStateStore(_initial, directory)
+      store.update(['a'], [_state(1.0)])
+      store.commit(1, [1])
+      if damaged is not None:
+        (directory / 'index_1.json').write_text(damaged)
+      for value in (2.0, 3.0):
+        store.update(['a'], [_state(value)])
+      store.commit(3, [1, 3])
+      (client_dir,) = [p for p in directory.iterdir() if p.is_dir()]
+      # Generation 2 is no kept checkpoint's; generation 1 is checkpoint 1's, which a
+      # damaged index cannot tell: then nothing is deleted.
+      self.assertLen(list(client_dir.iterdir()), 4 if damaged is None else 6, msg=damaged)
+      store.commit(3, [3])  # Collected once no damaged index is kept.
+      self.assertLen(list(client_dir.iterdir()), 2, msg=damaged)
+
   def test_files_left_in_the_store_by_someone_else_are_left_alone(self):
     directory = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
     store = client_state.DiskClientStateStore(_initial, directory)

@@ -290,6 +290,14 @@ class ImageFolderSourceTest(tf.test.TestCase):
     self.assertEqual(again.fingerprint, after.fingerprint)
     self.assertTrue(cache.is_file())
 
+  def test_a_pipe_among_the_images_is_refused_not_read(self):
+    root = pathlib.Path(self.get_temp_dir()) / 'with_pipe'
+    _write_imagefolder(root)
+    os.mkfifo(root / 'test' / 'bird' / '0009.png')  # Was: TensorFlow's read waited forever.
+    with self.assertRaisesRegex(data_sources.DataSourceError,
+                                r'0009.png is a pipe, a socket or a device.*image files only'):
+      data_sources.load_images('cifar10', 'imagefolder', str(root))
+
   def test_directory_and_tar_gz(self):
     root = pathlib.Path(self.get_temp_dir()) / 'images'
     images = _write_imagefolder(root)

@@ -22,7 +22,10 @@ Readers:
   rows(run_dir)          the rows of metrics.csv, each cell a float (or None when empty);
   curves(run_dir)        {algorithm: Curve}: the evaluations against the round and the
                          bytes uploaded before them;
+  record(run_dir)        config.json, checked to be a run's record;
   config(run_dir)        the recorded configuration;
+  check_rows_before(run_dir, r)  refuses a resume at round r where metrics.csv lacks a round
+                         before r;
   rounds_done(run_dir)   the rounds finished (summary or latest checkpoint);
   peak_gib(run_dir)      the peak memory the run measured (summary);
   seconds_per_round(run_dir)  the median of a round's training seconds (all algorithms).
@@ -179,32 +182,87 @@ def has_curves(run_dir: pathlib.Path) -> bool:
   return True
 
 
+# The record config.json holds (the module docstring): its fields and their JSON types;
+# `config` and `changes` in every record, the others where the run recorded them.
+_RECORD_FIELDS = dict(config=dict,
+                      changes=list,
+                      code=list,
+                      clients=list,
+                      algorithms=list,
+                      processes=dict)
+_REQUIRED_RECORD_FIELDS = ('config', 'changes')
+
+
+def record(run_dir: pathlib.Path) -> dict | None:
+  """The run's record (config.json: its configuration, the changes on resume, the code of
+  each piece and what a `simulate` run recorded), None without one.
+
+  Raises:
+    RunFileError: a file that cannot be read, or that is not such a record (not an object,
+      a field missing or of another JSON type).
+  """
+  path = pathlib.Path(run_dir) / CONFIG_FILE
+  value = _json_object(path, 'a run record')
+  if value is None:
+    return None
+  for name, kind in _RECORD_FIELDS.items():
+    if name not in value and name in _REQUIRED_RECORD_FIELDS:
+      raise RunFileError(f'{path} is not a run record: it has no {name!r}.')
+    if name in value and not isinstance(value[name], kind):
+      raise RunFileError(f'{path} is not a run record: its {name!r} is a JSON '
+                         f'{type(value[name]).__name__}.')
+  return value
+
+
 def config(run_dir: pathlib.Path) -> dict | None:
   """The run's recorded configuration (config.json, else summary.json), None without one.
 
   Raises:
     RunFileError: a file that cannot be read.
   """
-  for name in (CONFIG_FILE, SUMMARY_FILE):
-    path = pathlib.Path(run_dir) / name
-    if path.exists():
-      try:
-        return json.loads(files.read_text(path))['config']
-      except (OSError, ValueError, KeyError, TypeError) as e:
-        raise RunFileError(f'{path} cannot be read ({e}).') from e
-  return None
+  recorded = record(run_dir)
+  if recorded is not None:
+    return recorded['config']
+  summarized = summary(run_dir)
+  if summarized is None:
+    return None
+  if not isinstance(summarized.get('config'), dict):
+    raise RunFileError(f'{pathlib.Path(run_dir) / SUMMARY_FILE} has no config (a JSON '
+                       'object).')
+  return summarized['config']
+
+
+def check_rows_before(run_dir: pathlib.Path, start_round: int) -> None:
+  """Refuses to resume at `start_round` a run whose metrics.csv lacks a round before it (a
+  file lost, cut or replaced: the checkpoint cannot write those rounds again, and the run
+  would end with a gap no reader sees).
+
+  Raises:
+    RunFileError: naming the file and the rounds missing.
+  """
+  path = pathlib.Path(run_dir) / METRICS
+  if not start_round:
+    return
+  if not path.exists():
+    raise RunFileError(f'{path} is missing, and the checkpoint to resume from has done rounds '
+                       f'0-{start_round - 1}.')
+  found = rows(run_dir)
+  if found and 'round' not in found[0]:
+    raise RunFileError(f'{path} has no round column (a damaged or replaced file?).')
+  missing = sorted(set(range(start_round)) - {round_of(row) for row in found})
+  if missing:
+    shown = ', '.join(map(
+        str, missing[:3])) + (f' and {len(missing) - 3} more' if len(missing) > 3 else '')
+    raise RunFileError(f'{path} has no row of round(s) {shown}, which the checkpoint to resume '
+                       f'from has done (rounds 0-{start_round - 1}): a lost, cut or replaced '
+                       'file?')
 
 
 def code(run_dir: pathlib.Path) -> list[dict]:
   """The code the run's pieces ran (config.json's `code`: `{'commit', 'dirty', 'from_round'}`
-  each); [] where none is recorded (runs made before it was) or the record is malformed."""
-  path = pathlib.Path(run_dir) / CONFIG_FILE
-  try:
-    pieces = json.loads(files.read_text(path)).get('code', []) if path.exists() else []
-  except (OSError, ValueError, AttributeError) as e:
-    raise RunFileError(f'{path} cannot be read ({e}).') from e
-  if not isinstance(pieces, list):
-    return []
+  each); [] where none is recorded (runs made before it was), and the entries that are not
+  such dicts left out (`RunFileError` for a record that is not one, `record`)."""
+  pieces = (record(run_dir) or {}).get('code', [])
   return [
       p for p in pieces
       if isinstance(p, dict) and (p.get('commit') is None or isinstance(p.get('commit'), str))
@@ -212,21 +270,33 @@ def code(run_dir: pathlib.Path) -> list[dict]:
 
 
 def summary(run_dir: pathlib.Path) -> dict | None:
-  """The run's summary.json, None without one (`RunFileError` when unreadable)."""
-  path = pathlib.Path(run_dir) / SUMMARY_FILE
+  """The run's summary.json, None without one (`RunFileError` when unreadable or not a JSON
+  object)."""
+  return _json_object(pathlib.Path(run_dir) / SUMMARY_FILE, 'a run summary')
+
+
+def _json_object(path: pathlib.Path, what: str) -> dict | None:
+  """The JSON object in `path`, None where there is no file.
+
+  Raises:
+    RunFileError: a file that cannot be read, or holds another JSON value than an object.
+  """
   if not path.exists():
     return None
   try:
-    return json.loads(files.read_text(path))
+    value = json.loads(files.read_text(path))
   except (OSError, ValueError) as e:
     raise RunFileError(f'{path} cannot be read ({e}).') from e
+  if not isinstance(value, dict):
+    raise RunFileError(f'{path} is not {what}: a JSON {type(value).__name__}, not an object.')
+  return value
 
 
 def peak_gib(run_dir: pathlib.Path) -> float | None:
   """The peak memory the run measured (its summary's, in GiB), None where none is recorded
   (no summary, or one made before runs measured it)."""
-  recorded = (summary(run_dir) or {}).get('memory') or {}
-  peak = recorded.get('peak_gib')
+  recorded = (summary(run_dir) or {}).get('memory')
+  peak = recorded.get('peak_gib') if isinstance(recorded, dict) else None
   if hyperparameters.is_number(peak) and math.isfinite(peak) and 0 < peak < 2**20:
     return float(peak)
   return None

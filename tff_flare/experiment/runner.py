@@ -340,13 +340,11 @@ def _record_config(config: config_lib.RunSettings,
   each time a piece (starting at round `from_round`) runs other code than the last.
   """
   path = pathlib.Path(_output_dir(config)) / run_files.CONFIG_FILE
-  record = None
-  if path.exists():
-    try:
-      record = json.loads(files.read_text(path))
-    except (OSError, ValueError) as e:
-      raise config_lib.ConfigError(f'{path} cannot be read ({e}); it records the run of this '
-                                   'directory. Restore it, or use another output_dir.') from e
+  try:
+    record = run_files.record(path.parent)
+  except run_files.RunFileError as e:
+    raise config_lib.ConfigError(f'{e} It records the run of this directory: restore it, or '
+                                 'use another output_dir.') from e
   facts = {k: v for k, v in (facts or {}).items() if k in _RECORDED_FACTS}
   if record is None:
     record = dict(config=config_lib.as_dict(config), changes=[], **facts)
@@ -781,8 +779,12 @@ def _run_processes(
                                                 client_ids)
       try:
         start_round = checkpoints.restore()
+        run_files.check_rows_before(output, start_round)
       except checkpoints_lib.CheckpointError as e:
         raise config_lib.ConfigError(str(e)) from e
+      except run_files.RunFileError as e:
+        raise config_lib.ConfigError(f'{e} Restore it, or start again in another '
+                                     'output_dir.') from e
     if start_round:
       log(f'Resuming from the checkpoint after round {start_round - 1}.')
     sampler = sampling.build_client_sampler(client_ids, settings.clients_per_round or

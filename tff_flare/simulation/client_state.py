@@ -321,10 +321,17 @@ class DiskClientStateStore(ClientStateStore):
       keep[name].add(generation)
     for kept in retained_versions:
       try:
-        for name, generation in json.loads(files.read_text(self._index_path(kept))).items():
-          keep[name].add(generation)
+        kept_index = json.loads(files.read_text(self._index_path(kept)))
       except FileNotFoundError:
-        pass
+        continue
+      except (OSError, ValueError):
+        kept_index = None
+      if not isinstance(kept_index, dict) or not all(
+          isinstance(g, int) and not isinstance(g, bool) for g in kept_index.values()):
+        return  # A kept checkpoint's index damaged: which files it needs is unknown, so
+        # none is deleted (its restore names the damage; the next commit collects).
+      for name, generation in kept_index.items():
+        keep[name].add(generation)
     for entry in self._directory.iterdir():
       found = _INDEX_FILE.fullmatch(entry.name)
       if found:

@@ -433,12 +433,17 @@ def _read_imagefolder(root: pathlib.Path) -> ImageArrays:
       classes = split_classes
     elif split_classes != classes:
       raise DataSourceError(f'{root}: train and test have different classes.')
-    files, labels = [], []
+    paths, labels = [], []
     for label, name in enumerate(classes):
       names = sorted((directory / name).iterdir())
-      files += [str(f) for f in names]
+      for image in names:  # TensorFlow's read of a pipe waits forever, deaf to signals.
+        try:
+          files.check_file(image)
+        except files.NotAFileError as e:
+          raise DataSourceError(f'{e} Image folders hold image files only.') from e
+      paths += [str(f) for f in names]
       labels += [label] * len(names)
-    splits[split] = (_decode_images(files, directory), np.asarray(labels, np.int64))
+    splits[split] = (_decode_images(paths, directory), np.asarray(labels, np.int64))
   # Folders list the images class by class; a fixed shuffle gives the mixed order of the
   # binary releases / TFDS, so that contiguous client slices do not hold one or two classes.
   shuffled = []
