@@ -412,16 +412,16 @@ GRU_SHAKESPEARE_SHORT = spec.Figure(
     name='gru_shakespeare_short',
     title='The GRU on the offline play, shortened: one of two roles a round',
     paper='FLARE: the GRU on Shakespeare (their GRU driver)',
-    grids=(Grid('seed0', dict(GRU_SHORT, algorithms='flare,ec,fedavg', seed=0), 150),),
+    grids=(Grid('seed0', dict(GRU_SHORT, algorithms='flare,ec,fedavg', seed=0), 300),),
     draw=(spec.SeedCurves(dict(
-        curves=Group('GRU, Shakespeare (offline play), shortened', ('seed0',), (10, 50, 100, 150))),
+        curves=Group('GRU, Shakespeare (offline play), shortened', ('seed0',), (10, 50, 150, 300))),
                           metric='loss'),),
     reading="The authors' GRU and hyperparameters; the offline play has two roles with more "
     'than 30 batches (the authors take ten), and a round trains one of them on all its '
     'batches; the test loss is read on the full test stream.',
     image='curves.png',
     differs='A stand-in: the offline play has two roles with more than 30 batches where the '
-    'paper has 10 clients; one role trains a round, on all its batches; one seed, 150'
+    'paper has 10 clients; one role trains a round, on all its batches; one seed, 300'
     ' rounds.')
 
 SPARSITY_SCALING_LOGREG = spec.Figure(
@@ -638,7 +638,7 @@ _VGG = Select(('vgg11_cifar10_authors_split',))
 _GRU = Select(('gru_shakespeare_short',))
 # The rounds the deep models' claims read: the runs' declared lengths (the shows add the
 # rounds the first pieces reached).
-_VGG_ROUND, _GRU_ROUND = 400, 150
+_VGG_ROUND, _GRU_ROUND = 400, 300
 _NAMES = dict(fedavg='FedAvg',
               flare='FLARE',
               ec='EC',
@@ -814,7 +814,9 @@ CLAIMS = (
         _quotes('F5'), "FLARE's test loss within NEAR_LOSS of FedAvg's at every evaluation of "
         'the curve',
         "A stand-in: the authors' GRU and settings on the offline play, 2 roles (the paper: 10 "
-        'clients), one a round, one seed, 150 rounds, the test loss on the full test stream.',
+        'clients), one a round, one seed, 300 rounds (past the unigram phase: at round 50 '
+        'every model predicts the most frequent character), the test loss on the full test '
+        'stream; the curve for "follows", the final window for "no loss of performance".',
         ('gru_shakespeare_short',),
         holds=(Test(
             Measure(
@@ -823,13 +825,18 @@ CLAIMS = (
                 dict(select=_GRU, above='flare', below='fedavg', round=_GRU_ROUND, metric='loss')),
             '<=', 'NEAR_LOSS'),),
         partly=(Test(
-            Measure('curve_gap', 'FLARE minus EC, test loss, over the curve to round '
-                    f'{_GRU_ROUND}',
-                    dict(select=_GRU, above='flare', below='ec', round=_GRU_ROUND, metric='loss')),
-            '<=', 'ZERO'),),
+            Measure(
+                'gap', 'FLARE minus FedAvg, test loss, final windows to round '
+                f'{_GRU_ROUND}',
+                dict(select=_GRU,
+                     above='flare',
+                     below='fedavg',
+                     round=_GRU_ROUND,
+                     metric='loss',
+                     window=True)), '<=', 'NEAR_LOSS'),),
         shows=tuple(
             _at(a, _GRU, r, f'{name} test loss, round {r}', metric='loss')
-            for r in (10, 50, _GRU_ROUND)
+            for r in (10, 50, 150, _GRU_ROUND)
             for a, name in (('fedavg', 'FedAvg'), ('flare', 'FLARE'), ('ec', 'EC')))),
     spec.Claim(
         'F6',
