@@ -33,7 +33,7 @@ driver's traffic, not a speed-up.
   python -m benchmarks.round_time --model=fc --clients=3 --rounds=1 --algorithms=flare,fedavg
   # the authors' VGG11 round: 4 clients x 25 steps of 500 images
   python -m benchmarks.round_time --model=vgg11 --clients=4 --examples_per_client=12500 \
-      --batch_size=500 --rounds=1 --algorithms=flare --modes=inprocess,workers=1:files,workers=2:files
+      --batch_size=500 --rounds=1 --algorithms=flare --modes=workers=2:files,workers=1:files,inprocess
   python -m benchmarks.round_time --model=fc --clients=3 --rounds=1 --algorithms=flare \
       --modes=local,local:files,workers=1,workers=1:files
 """
