@@ -41,9 +41,9 @@ import tensorflow_federated as tff
 
 from benchmarks import synthetic
 from experiments import binary
+from tff_flare.algorithms import flare
 from tff_flare.algorithms import local_training
 from tff_flare.algorithms import registry
-from tff_flare.algorithms import regularizers
 from tff_flare.algorithms import selection
 from tff_flare.algorithms import sparsification
 from tff_flare.execution import cleanup
@@ -244,7 +244,7 @@ def flare_pieces(model: str, num_clients: int) -> collections.OrderedDict:
   ]
   delta = [tf.constant(rng.normal(scale=1e-3, size=v.shape).astype(np.float32)) for v in server]
   regularized = [True] * len(server)
-  masks = tf.function(lambda a: regularizers.flare_masks(a, regularized, 50.0))
+  masks = tf.function(lambda a: flare.flare_masks(a, regularized, 50.0))
   top_k = tf.function(lambda u: sparsification.sparsify(u, _KEEP_PERCENT))
   state_updates = tf.function(lambda s, a, d:
                               ([x + y for x, y in zip(s, a)], [x + y for x, y in zip(d, a)]))

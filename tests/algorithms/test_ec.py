@@ -1,4 +1,5 @@
-"""Tests of `tff_flare.algorithms.ec`: EC at 100 % equals FedAvg and TFF's FedAvg; EC+FedProx."""
+"""Tests of `tff_flare.algorithms.ec`: EC at 100 % equals FedAvg and TFF's FedAvg; EC+FedProx and
+its proximal term by hand."""
 
 from absl.testing import parameterized
 import numpy as np
@@ -153,6 +154,24 @@ class HandComputationTest(tf.test.TestCase, parameterized.TestCase):
                                                  tau=0.5,
                                                  tau_decay=1.5)[0] for name in ('ec', 'ec_fedprox'))
     self.assertGreater(np.max(np.abs(ec_run[0] - prox_run[0])), 1e-3)
+
+
+class ProximalPenaltyTest(tf.test.TestCase):
+
+  def test_value_and_gradient(self):
+    w = [tf.constant([1.0, 2.0]), tf.constant([3.0])]
+    s = [tf.constant([0.0, 4.0]), tf.constant([0.0])]
+    tau = tf.constant(0.5)
+    # Only the first tensor is regularized: 0.5 * (1 + 4) = 2.5; gradient 2*0.5*(w - s).
+    self.assertAllClose(ec.proximal_penalty(w, s, [True, False], tau), 2.5)
+    grads = ec.proximal_penalty_gradient(w, s, [True, False], tau)
+    self.assertAllEqual(grads[0], [1.0, -2.0])
+    self.assertAllEqual(grads[1], [0.0])
+    variables = [tf.Variable(x) for x in w]
+    with tf.GradientTape() as tape:
+      value = ec.proximal_penalty(variables, s, [True, False], tau)
+    autodiff = tape.gradient(value, variables)
+    self.assertAllEqual(autodiff[0], grads[0])
 
 
 if __name__ == '__main__':

@@ -27,13 +27,10 @@ def _train(penalty_gradient_fn, penalized_steps, restart, momentum=0.9, num_batc
 
   @tf.function
   def run():
-    return local_training.train_locally(model,
-                                        optimizer,
-                                        initial,
-                                        dataset,
-                                        penalty_gradient_fn=penalty_gradient_fn,
-                                        penalized_steps=penalized_steps,
-                                        restart_optimizer_after_penalty=restart)
+    penalty = None
+    if penalty_gradient_fn is not None:
+      penalty = local_training.Penalty(penalty_gradient_fn, penalized_steps, restart)
+    return local_training.train_locally(model, optimizer, initial, dataset, penalty)
 
   result = run()
   return result, x, y
@@ -168,13 +165,9 @@ class SameAsTheLoopInsideTfDataTest(tf.test.TestCase, parameterized.TestCase):
       @tf.function
       def run(dataset):
         if train == 'tensors':
-          result = local_training.train_locally(model,
-                                                optimizer,
-                                                initial,
-                                                dataset,
-                                                penalty_gradient_fn=pull,
-                                                penalized_steps=2,
-                                                restart_optimizer_after_penalty=True)
+          result = local_training.train_locally(
+              model, optimizer, initial, dataset,
+              local_training.Penalty(pull, steps=2, restart_optimizer=True))
           return result.trainable_weights, result.num_examples, result.num_steps
         return _train_in_reduce(model, optimizer, initial, dataset, pull, 2, True)
 
@@ -187,21 +180,14 @@ class SameAsTheLoopInsideTfDataTest(tf.test.TestCase, parameterized.TestCase):
       self.assertAllClose(w, e, rtol=1e-6, atol=1e-7)
 
 
-def _train_locally_in_reduce(model,
-                             optimizer,
-                             initial_weights,
-                             dataset,
-                             penalty_gradient_fn=None,
-                             penalized_steps=local_training.ALL_STEPS,
-                             restart_optimizer_after_penalty=False):
+def _train_locally_in_reduce(model, optimizer, initial_weights, dataset, penalty=None):
   """`train_locally`'s interface over `_train_in_reduce` (the loop before `batches`)."""
-  if penalty_gradient_fn is None:
-    penalty_gradient_fn = lambda w: [tf.zeros_like(v) for v in w]
-  if penalized_steps == local_training.ALL_STEPS:
-    penalized_steps = np.iinfo(np.int32).max
+  if penalty is None:
+    penalty = local_training.Penalty(lambda w: [tf.zeros_like(v) for v in w])
+  steps = np.iinfo(np.int32).max if penalty.steps == local_training.ALL_STEPS else penalty.steps
   weights, num_examples, num_steps = _train_in_reduce(model, optimizer, initial_weights, dataset,
-                                                      penalty_gradient_fn, penalized_steps,
-                                                      restart_optimizer_after_penalty)
+                                                      penalty.gradient_fn, steps,
+                                                      penalty.restart_optimizer)
   return local_training.LocalTrainingResult(weights, num_examples, num_steps)
 
 

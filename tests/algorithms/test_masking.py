@@ -111,7 +111,7 @@ def test_unmasked_tensors_pass_through():
 
 @pytest.mark.parametrize('bad_q', [0.0, -0.1, 1.5, float('nan'), True])
 def test_invalid_keep_probability_is_a_clear_error(bad_q):
-  with pytest.raises(ValueError, match='keep probability'):
+  with pytest.raises(ValueError, match='keep.probability'):
     masking.build_masked_fedavg(_MODEL_FN,
                                 keep_probability=bad_q,
                                 mask_mode=masking.MaskMode.INDEPENDENT,

@@ -131,7 +131,7 @@ def compose(
       set_model_weights=set_model_weights,
       num_trainable_parameters=functions.num_parameters,
       model_fn=model_fn,
-      client_inputs=algorithm.client_inputs,
+      client_inputs=algorithm.compressor.client_inputs,
       record_test_loss=_record_test_loss(functions, state_type),
       phases=_round_phases(clients, server_phase_body, state_type, summable_type)
       if functions.stateful else None,
@@ -153,7 +153,7 @@ def _check_options(algorithm: parts_lib.AlgorithmParts,
   if not isinstance(client_weighting, tff.learning.ClientWeighting):
     raise ValueError(f'client_weighting must be a tff.learning.ClientWeighting, got '
                      f'{client_weighting!r}.')
-  own = algorithm.aggregation != parts_lib.weighted_mean()
+  own = algorithm.compressor.aggregation != parts_lib.weighted_mean()
   if model_aggregator is not None and own:
     raise ValueError('model_aggregator replaces the weighted mean; this algorithm aggregates '
                      'its own way (its aggregation is part of the algorithm).')
@@ -210,10 +210,11 @@ def _client_side(model_fn: ModelFn, functions: round_functions_lib.RoundFunction
     return functions.initial_client_state()
 
   client_state_type = initial_client_state.type_signature.result
-  if algorithm.client_inputs is None:
+  client_inputs = algorithm.compressor.client_inputs
+  if client_inputs is None:
     client_input_type = tff.StructType([])
   else:
-    client_input_type = tff.types.tensorflow_to_type(algorithm.client_inputs.spec)
+    client_input_type = tff.types.tensorflow_to_type(client_inputs.spec)
 
   @tff.tensorflow.computation(schedule_type)
   def round_params(schedule):

@@ -7,11 +7,14 @@ and keeps `a_i <- u_i - y_i`. The server adds the unweighted mean: `s <- s + mea
 EC+FedProx (`docs/faithfulness.md` R6, the authors' "FedProx"): the same, with
 `tau_r * sum (w - s)^2` (no 1/2) on every regularized tensor added to the loss of every local
 step, `tau_r = tau / tau_decay**(r + 1)`. With one local step it equals EC exactly (Q11).
+The term enters the steps by its closed-form gradient `2 * tau_r * (w - s)`, checked against
+autodiff by the tests.
 """
 
 import dataclasses
 from collections.abc import Callable
 
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_flare.algorithms import composer
@@ -21,7 +24,6 @@ from tff_flare.algorithms import local_training
 from tff_flare.algorithms import model_facts
 from tff_flare.algorithms import parts
 from tff_flare.algorithms import process
-from tff_flare.algorithms import regularizers
 from tff_flare.algorithms import schedules
 from tff_flare.algorithms import sparsification
 
@@ -44,17 +46,30 @@ class EcFedProxParams(hyperparameters.Params):
   tau_decay: float = schedules.TAU_DECAY.field()
 
 
-def proximal_training(regularized) -> parts.LocalTraining:
+def proximal_penalty(weights, server_weights, regularized, tau: tf.Tensor) -> tf.Tensor:
+  """The authors' FedProx term `tau * sum (w - s)^2` over the regularized tensors."""
+  terms = [
+      tf.reduce_sum(tf.square(w - s))
+      for w, s, reg in zip(weights, server_weights, regularized)
+      if reg
+  ]
+  return tau * tf.add_n(terms) if terms else tf.zeros([], tf.float32)
+
+
+def proximal_penalty_gradient(weights, server_weights, regularized, tau: tf.Tensor):
+  """Gradient of `proximal_penalty`: `2 * tau * (w - s)` on regularized tensors, else 0."""
+  return [(tau * 2.0) * (w - s) if reg else tf.zeros_like(w)
+          for w, s, reg in zip(weights, server_weights, regularized)]
+
+
+def proximal_training(regularized: list[bool]) -> parts.LocalTraining:
   """The authors' "FedProx" local training: `tau_r * sum (w - s)^2` on every step."""
 
-  def penalty(server_weights, client_state, params):
+  def penalty(server_weights, client_state, params) -> local_training.Penalty:
     del client_state
     server_trainable = list(server_weights.trainable)
-    return (
-        lambda w: regularizers.proximal_penalty_gradient(  # pylint: disable=g-long-lambda
-            w, server_trainable, regularized, params['tau']),
-        local_training.ALL_STEPS,
-        False)
+    return local_training.Penalty(gradient_fn=lambda w: proximal_penalty_gradient(
+        w, server_trainable, regularized, params['tau']))
 
   return parts.LocalTraining(penalty=penalty)
 
@@ -93,15 +108,16 @@ def build_ec(
   Raises:
     ValueError: for `keep_percent` outside (0, 100] or too large for a tensor under `rule`.
   """
+  EcParams(keep_percent=keep_percent, topk_rule=topk_rule)  # Checks every knob.
   rule = sparsification.as_rule(topk_rule)
-  error_feedback.validate_compression(model_fn, keep_percent, rule)
-  return composer.compose(model_fn,
-                          parts.algorithm(parts.LocalTraining(),
-                                          error_feedback.topk_compressor(keep_percent, rule)),
-                          client_optimizer=client_optimizer,
-                          server_optimizer=server_optimizer,
-                          model_aggregator=model_aggregator,
-                          client_weighting=client_weighting)
+  error_feedback.check_fits_model(model_fn, keep_percent, rule)
+  return composer.compose(
+      model_fn,
+      parts.AlgorithmParts(compressor=error_feedback.topk_compressor(keep_percent, rule)),
+      client_optimizer=client_optimizer,
+      server_optimizer=server_optimizer,
+      model_aggregator=model_aggregator,
+      client_weighting=client_weighting)
 
 
 @process.records_build
@@ -128,14 +144,16 @@ def build_ec_fedprox(
   Raises:
     ValueError: as `build_ec`, and for `tau < 0` or `tau_decay <= 0`.
   """
+  EcFedProxParams(keep_percent=keep_percent, topk_rule=topk_rule, tau=tau,
+                  tau_decay=tau_decay)  # Checks every knob.
   rule = sparsification.as_rule(topk_rule)
-  error_feedback.validate_compression(model_fn, keep_percent, rule)
-  regularized = regularizers.regularized_tensor_flags(
-      model_facts.model_facts(model_fn).names, is_regularized)
+  error_feedback.check_fits_model(model_fn, keep_percent, rule)
+  regularized = model_facts.tensor_flags(model_fn, is_regularized)
   return composer.compose(model_fn,
-                          parts.algorithm(proximal_training(regularized),
-                                          error_feedback.topk_compressor(keep_percent, rule),
-                                          schedules.tau_schedule(tau, tau_decay)),
+                          parts.AlgorithmParts(training=proximal_training(regularized),
+                                               compressor=error_feedback.topk_compressor(
+                                                   keep_percent, rule),
+                                               schedule=schedules.tau_schedule(tau, tau_decay)),
                           client_optimizer=client_optimizer,
                           server_optimizer=server_optimizer,
                           model_aggregator=model_aggregator,

@@ -126,15 +126,15 @@ def build_ec_ffl(
   Raises:
     ValueError: for an out-of-range `keep_percent` or `local_epochs`.
   """
+  EcFflParams(keep_percent=keep_percent, local_epochs=local_epochs)  # Checks every knob.
   rule = sparsification.TopKRule.AUTHORS
-  error_feedback.validate_compression(model_fn, keep_percent, rule)
-  if not hyperparameters.is_int(local_epochs) or local_epochs < 1:
-    raise ValueError(f'local_epochs (the paper\'s E) must be an int >= 1, got {local_epochs!r}.')
+  error_feedback.check_fits_model(model_fn, keep_percent, rule)
   # R' from the round's parameters (keep_percent=None), E' passes of the batches.
   return composer.compose(model_fn,
-                          parts.algorithm(adapted_epochs(local_epochs),
-                                          error_feedback.topk_compressor(None, rule),
-                                          adaptive_schedule(keep_percent, local_epochs)),
+                          parts.AlgorithmParts(
+                              training=adapted_epochs(local_epochs),
+                              compressor=error_feedback.topk_compressor(None, rule),
+                              schedule=adaptive_schedule(keep_percent, local_epochs)),
                           client_optimizer=client_optimizer,
                           server_optimizer=server_optimizer,
                           model_aggregator=model_aggregator,

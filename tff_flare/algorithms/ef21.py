@@ -135,13 +135,14 @@ def build_ef21(
   Raises:
     ValueError: for an out-of-range `keep_percent`, or a missing/invalid `total_clients`.
   """
+  Ef21Params(keep_percent=keep_percent, topk_rule=topk_rule)  # Checks every knob.
   rule = sparsification.as_rule(topk_rule)
-  error_feedback.validate_compression(model_fn, keep_percent, rule)
+  error_feedback.check_fits_model(model_fn, keep_percent, rule)
   compressor = ef21_compressor(keep_percent,
                                rule,
                                dense_state_shortcut=dense_state_shortcut,
                                total_clients=total_clients)
   return composer.compose(model_fn,
-                          parts.algorithm(parts.LocalTraining(), compressor),
+                          parts.AlgorithmParts(compressor=compressor),
                           client_optimizer=client_optimizer,
                           server_optimizer=server_optimizer)

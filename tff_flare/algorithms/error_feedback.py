@@ -61,11 +61,12 @@ def topk_compressor(
   return parts.Compressor(compress=compress_delta, initial_state=zero_accumulator)
 
 
-def validate_compression(model_fn, keep_percent: float, rule: sparsification.TopKRule) -> None:
-  """Checks `keep_percent` and `rule` against every trainable tensor of the model.
+def check_fits_model(model_fn, keep_percent: float, rule: sparsification.TopKRule) -> None:
+  """Checks a valid R (`KEEP_PERCENT`'s check) and `rule` against every trainable tensor of
+  the model.
 
   Raises:
-    ValueError: an R outside (0, 100], or one the authors' rule cannot apply to a tensor.
+    ValueError: an R the authors' rule cannot apply to a tensor (naming it).
   """
   facts = model_facts.model_facts(model_fn)
   sparsification.check_rule_fits([s.shape for s in facts.specs], keep_percent, rule, facts.names)

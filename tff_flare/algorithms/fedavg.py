@@ -26,7 +26,7 @@ def build_fedavg(
   """Builds FedAvg with an unweighted mean (its clients keep no state); `model_aggregator`,
   a `tff.aggregators` factory, takes the mean's place (`composer.compose`)."""
   return composer.compose(model_fn,
-                          parts.algorithm(parts.LocalTraining(), parts.no_compression()),
+                          parts.AlgorithmParts(),
                           client_optimizer=client_optimizer,
                           server_optimizer=server_optimizer,
                           model_aggregator=model_aggregator,

@@ -13,11 +13,25 @@ Round r, client i with accumulator `a_i` (`docs/faithfulness.md` R5):
 
 The server adds the unweighted mean of the `y_i` (SGD, lr 1). With `tau = 0` FLARE equals EC
 wherever the two-model switch cannot matter (one local step, no momentum, or the switch off).
+
+The pull of step 3 on a regularized tensor `l`:
+
+    rho_l(w) = tau_r * sum_j m_lj * |w_lj - (s_lj + a_lj)|,    m_l = 1[|a_l| > theta_l],
+
+`theta_l` the `mask_percentile`-th percentile of `|a_l|` with tfp's 'nearest' interpolation:
+the entry at index `rne((n - 1) * t / 100)` of the ascending sort. The comparison is strict,
+so entries equal to the threshold (many zeros, say) are not masked (Q9). The term is a raw
+sum, not divided by the batch size (Q10). It enters the local steps by its closed-form
+gradient `tau_r * m * sign(w - target)` (sign(0) = 0, as TensorFlow's gradient of `abs`), so
+that a step adds it to the data loss's gradient without a second tape; tests check it against
+autodiff.
 """
 
 import dataclasses
 from collections.abc import Callable
 
+import numpy as np
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_flare.algorithms import composer
@@ -27,9 +41,21 @@ from tff_flare.algorithms import local_training
 from tff_flare.algorithms import model_facts
 from tff_flare.algorithms import parts
 from tff_flare.algorithms import process
-from tff_flare.algorithms import regularizers
 from tff_flare.algorithms import schedules
+from tff_flare.algorithms import selection
 from tff_flare.algorithms import sparsification
+
+
+def validate_percentile(mask_percentile: float) -> None:
+  """Raises `ValueError` unless `mask_percentile` (the paper's t) is in [0, 100]."""
+  if (not hyperparameters.is_number(mask_percentile) or not 0.0 <= mask_percentile <= 100.0):
+    raise ValueError(
+        f'mask_percentile (the paper\'s t) must be in [0, 100], got {mask_percentile}.')
+
+
+MASK_PERCENTILE = hyperparameters.Knob(
+    50.0, "t: FLARE's mask keeps the entries whose |accumulator| exceeds this percentile.",
+    validate_percentile)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,21 +66,64 @@ class FlareParams(hyperparameters.Params):
   topk_rule: str = sparsification.TOPK_RULE.field()
   tau: float = schedules.TAU.field()
   tau_decay: float = schedules.TAU_DECAY.field()
-  mask_percentile: float = regularizers.MASK_PERCENTILE.field()
+  mask_percentile: float = MASK_PERCENTILE.field()
   reg_steps: int | str | None = local_training.REG_STEPS.field()
 
 
-def flare_pull(*, regularized, mask_percentile, reg_steps,
-               restart_optimizer_after_reg_steps) -> parts.LocalTraining:
+def percentile_index(num_elements: int, mask_percentile: float) -> int:
+  """Index into the ascending sort of `n` values of tfp's 'nearest' percentile `t`.
+
+  `clip(rne((n - 1) * t / 100), 0, n - 1)`, computed in float64 as tfp does.
+  """
+  position = np.float64(num_elements - 1) * np.float64(mask_percentile) / np.float64(100.0)
+  return int(np.clip(np.round(position), 0, num_elements - 1))
+
+
+def percentile_mask(accumulator: tf.Tensor, mask_percentile: float) -> tf.Tensor:
+  """FLARE's mask of one tensor: `1[|a| > percentile_t(|a|)]`, float, shaped like `a`."""
+  index = percentile_index(accumulator.shape.num_elements(), mask_percentile)
+  threshold = selection.kth_smallest_magnitude(accumulator, index)
+  return selection.magnitude_mask(accumulator, threshold)
+
+
+def flare_masks(accumulator, regularized, mask_percentile: float):
+  """Masks for every tensor of a structure; unregularized tensors get an all-zero mask.
+
+  Args:
+    accumulator: a list of tensors (the client's accumulator, shaped like the weights).
+    regularized: a list of Python bools, one per tensor.
+    mask_percentile: the paper's t, in [0, 100].
+  """
+  return [
+      percentile_mask(a, mask_percentile) if reg else tf.zeros_like(a)
+      for a, reg in zip(accumulator, regularized)
+  ]
+
+
+def flare_penalty(weights, targets, masks, tau: tf.Tensor) -> tf.Tensor:
+  """`tau * sum_l sum_j m_lj |w_lj - target_lj|`, a float32 scalar (`target = s + a`)."""
+  terms = [tf.reduce_sum(m * tf.abs(w - t)) for w, t, m in zip(weights, targets, masks)]
+  return tau * tf.add_n(terms)
+
+
+def flare_penalty_gradient(weights, targets, masks, tau: tf.Tensor):
+  """Gradient of `flare_penalty` with respect to `weights`: `tau * m * sign(w - target)`."""
+  return [tau * (m * tf.sign(w - t)) for w, t, m in zip(weights, targets, masks)]
+
+
+def flare_pull(*, regularized: list[bool], mask_percentile: float, reg_steps,
+               restart_optimizer_after_reg_steps: bool) -> parts.LocalTraining:
   """FLARE's local training: the masked L1 pull toward `s + a` on the first p steps."""
 
-  def penalty(server_weights, client_state, params):
+  def penalty(server_weights, client_state, params) -> local_training.Penalty:
     accumulator = client_state[error_feedback.ACCUMULATOR]
-    masks = regularizers.flare_masks(accumulator, regularized, mask_percentile)
+    masks = flare_masks(accumulator, regularized, mask_percentile)
     targets = [s + a for s, a in zip(server_weights.trainable, accumulator)]
     tau = params['tau']
-    return (lambda w: regularizers.flare_penalty_gradient(w, targets, masks, tau), reg_steps,
-            restart_optimizer_after_reg_steps)
+    return local_training.Penalty(
+        gradient_fn=lambda w: flare_penalty_gradient(w, targets, masks, tau),
+        steps=reg_steps,
+        restart_optimizer=restart_optimizer_after_reg_steps)
 
   return parts.LocalTraining(penalty=penalty)
 
@@ -67,7 +136,7 @@ def build_flare(
     keep_percent: float = sparsification.KEEP_PERCENT.default,
     tau: float = schedules.TAU.default,
     tau_decay: float = schedules.TAU_DECAY.default,
-    mask_percentile: float = regularizers.MASK_PERCENTILE.default,
+    mask_percentile: float = MASK_PERCENTILE.default,
     reg_steps: int | str | None = local_training.REG_STEPS.default,
     restart_optimizer_after_reg_steps: bool = True,
     topk_rule: sparsification.TopKRule | str = sparsification.TOPK_RULE.default,
@@ -112,19 +181,23 @@ def build_flare(
       or `reg_steps`.
   """
   reg_steps = 1 if reg_steps is None else reg_steps
-  regularizers.validate_percentile(mask_percentile)
-  local_training.validate_penalized_steps(reg_steps)
+  FlareParams(keep_percent=keep_percent,
+              topk_rule=topk_rule,
+              tau=tau,
+              tau_decay=tau_decay,
+              mask_percentile=mask_percentile,
+              reg_steps=reg_steps)  # Checks every knob.
   rule = sparsification.as_rule(topk_rule)
-  error_feedback.validate_compression(model_fn, keep_percent, rule)
-  training = flare_pull(regularized=regularizers.regularized_tensor_flags(
-      model_facts.model_facts(model_fn).names, is_regularized),
+  error_feedback.check_fits_model(model_fn, keep_percent, rule)
+  training = flare_pull(regularized=model_facts.tensor_flags(model_fn, is_regularized),
                         mask_percentile=mask_percentile,
                         reg_steps=reg_steps,
                         restart_optimizer_after_reg_steps=restart_optimizer_after_reg_steps)
   return composer.compose(model_fn,
-                          parts.algorithm(training,
-                                          error_feedback.topk_compressor(keep_percent, rule),
-                                          schedules.tau_schedule(tau, tau_decay)),
+                          parts.AlgorithmParts(training=training,
+                                               compressor=error_feedback.topk_compressor(
+                                                   keep_percent, rule),
+                                               schedule=schedules.tau_schedule(tau, tau_decay)),
                           client_optimizer=client_optimizer,
                           server_optimizer=server_optimizer,
                           model_aggregator=model_aggregator,

@@ -9,15 +9,15 @@ tensors first and the steps run in a `tf.while_loop` over them (`batches`): the 
 in the same order, at the cost of a bare Keras step instead of 2-3x that inside tf.data. The optimizer is a
 `tff.learning.optimizers.Optimizer`, the same object TFF's own FedAvg takes.
 
-FLARE adds a penalty to the loss of the first `penalized_steps` steps only. The authors do this
+FLARE adds a penalty to the loss of the first `Penalty.steps` steps only. The authors do this
 with two Keras models (`docs/faithfulness.md` Q7): a regularized model_0 for steps 1..p, copied into a
 plain model_1 after every such step, and model_1 for the rest; model_1 has its own momentum,
 which is zero at step p+1. That equals one set of weights whose optimizer state is re-created
-before step p+1 (`restart_optimizer_after_penalty=True`, the authors' behaviour); with `False`
+before step p+1 (`Penalty.restart_optimizer=True`, the authors' behaviour); with `False`
 the momentum carries on. (With p=0 the authors' model_1 would start from its random
 initialisation; here p=0 simply means no penalized step.)
 
-The penalty enters through its closed-form gradient (see `regularizers`), added to the
+The penalty enters through its closed-form gradient (`flare`, `ec`), added to the
 gradient of the model's own loss (`forward_pass(...).loss`, which includes the Keras
 layer regularization losses as TFF 0.20 did). Sparse gradients (an embedding's
 `tf.IndexedSlices`) are made dense before the penalty is added, so that every model trains
@@ -36,7 +36,23 @@ from tff_flare.algorithms import hyperparameters
 # Maps the current trainable weights (a list of tensors) to the penalty's gradient.
 PenaltyGradientFn = Callable[[list[tf.Tensor]], list[tf.Tensor]]
 
-ALL_STEPS = 'all'  # `penalized_steps` (FLARE's `reg_steps`): every local step.
+ALL_STEPS = 'all'  # `Penalty.steps` (FLARE's `reg_steps`): every local step.
+
+
+class Penalty(NamedTuple):
+  """A term added to the loss of a client's first local steps, by its gradient.
+
+  Attributes:
+    gradient_fn: the term's gradient at the current trainable weights (`PenaltyGradientFn`).
+    steps: int >= 0, the number of leading steps that carry it (the paper's p), or
+      `ALL_STEPS` for every step (as checked by `validate_penalized_steps`).
+    restart_optimizer: re-create the optimizer state before the first step without it
+      (the authors' two-model switch).
+  """
+
+  gradient_fn: PenaltyGradientFn
+  steps: Any = ALL_STEPS
+  restart_optimizer: bool = False
 
 
 def validate_penalized_steps(steps: Any, name: str = 'reg_steps') -> None:
@@ -74,9 +90,7 @@ def train_locally(
     optimizer: tff.learning.optimizers.Optimizer,
     initial_weights: tff.learning.models.ModelWeights,
     dataset: tf.data.Dataset,
-    penalty_gradient_fn: PenaltyGradientFn | None = None,
-    penalized_steps: Any = ALL_STEPS,
-    restart_optimizer_after_penalty: bool = False,
+    penalty: Penalty | None = None,
 ) -> LocalTrainingResult:
   """Trains `model` on `dataset` from `initial_weights`; call inside a `tf.function`.
 
@@ -85,11 +99,7 @@ def train_locally(
     optimizer: a TFF optimizer, initialized here (fresh state every call).
     initial_weights: `ModelWeights` to start from (the server model).
     dataset: batches for `model.forward_pass`; one optimizer step per batch.
-    penalty_gradient_fn: gradient of an extra loss term, added on penalized steps.
-    penalized_steps: int >= 0, the number of leading steps that carry the penalty (the
-      paper's p), or `ALL_STEPS` for every step.
-    restart_optimizer_after_penalty: re-create the optimizer state before the first
-      unpenalized step (the authors' two-model switch).
+    penalty: a term added to the loss of the leading steps (FLARE's pull), or None.
 
   Returns:
     A `LocalTrainingResult`.
@@ -98,8 +108,6 @@ def train_locally(
   tf.nest.map_structure(lambda v, t: v.assign(t), model_weights, initial_weights)
   trainable = list(model_weights.trainable)
   specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable)
-  validate_penalized_steps(penalized_steps, 'penalized_steps')
-  every_step = penalized_steps == ALL_STEPS
 
   client_batches = batches.as_batches(dataset)
 
@@ -109,14 +117,14 @@ def train_locally(
       output = model.forward_pass(batch, training=True)
     gradients = [tf.convert_to_tensor(g) for g in tape.gradient(output.loss, trainable)]
     weights = [tf.convert_to_tensor(v) for v in trainable]
-    if penalty_gradient_fn is not None and every_step:
-      gradients = [g + p for g, p in zip(gradients, penalty_gradient_fn(weights))]
-    elif penalty_gradient_fn is not None:
-      gradients = tf.cond(tf.less(step_num, penalized_steps),
-                          lambda: [g + p for g, p in zip(gradients, penalty_gradient_fn(weights))],
+    if penalty is not None and penalty.steps == ALL_STEPS:
+      gradients = [g + p for g, p in zip(gradients, penalty.gradient_fn(weights))]
+    elif penalty is not None:
+      gradients = tf.cond(tf.less(step_num, penalty.steps),
+                          lambda: [g + p for g, p in zip(gradients, penalty.gradient_fn(weights))],
                           lambda: list(gradients))
-      if restart_optimizer_after_penalty:
-        optimizer_state = tf.cond(tf.equal(step_num, penalized_steps),
+      if penalty.restart_optimizer:
+        optimizer_state = tf.cond(tf.equal(step_num, penalty.steps),
                                   lambda: optimizer.initialize(specs), lambda: optimizer_state)
     optimizer_state, new_weights = optimizer.next(optimizer_state, tuple(weights), tuple(gradients))
     for variable, value in zip(trainable, new_weights):

@@ -241,16 +241,10 @@ def build_masked_fedavg(
     ValueError: for q outside (0, 1], an unknown mode or client weighting, or a negative
       `num_mask_draws`.
   """
-  validate_keep_probability(keep_probability)
+  MaskingParams(keep_probability=keep_probability,
+                num_mask_draws=num_mask_draws)  # Checks every knob.
   mask_mode = MaskMode(mask_mode)
-  if not isinstance(client_weighting, tff.learning.ClientWeighting):
-    raise ValueError(f'client_weighting must be a tff.learning.ClientWeighting, got '
-                     f'{client_weighting!r}.')
-  if isinstance(num_mask_draws,
-                bool) or not isinstance(num_mask_draws, int) or (num_mask_draws < 0):
-    raise ValueError(f'num_mask_draws must be an int >= 0, got {num_mask_draws!r}.')
-  names = model_facts.model_facts(model_fn).names
-  masked = [True if is_masked is None else bool(is_masked(n)) for n in names]
+  masked = model_facts.tensor_flags(model_fn, is_masked)
   compress = functools.partial(
       _mask_delta,
       mask_mode=mask_mode,
@@ -272,8 +266,8 @@ def build_masked_fedavg(
                                 server_metrics=server_metrics,
                                 client_inputs=parts.client_keys())
   return composer.compose(model_fn,
-                          parts.algorithm(parts.LocalTraining(), compressor,
-                                          _round_seed_schedule(seed)),
+                          parts.AlgorithmParts(compressor=compressor,
+                                               schedule=_round_seed_schedule(seed)),
                           client_optimizer=client_optimizer,
                           server_optimizer=server_optimizer,
                           model_aggregator=model_aggregator)

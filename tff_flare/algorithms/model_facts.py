@@ -84,3 +84,12 @@ def model_facts(model_fn: ModelFn) -> ModelFacts:
                       input_spec=model.input_spec,
                       weights_type=tff.learning.models.weights_type_from_model(model),
                       metrics_model=model)
+
+
+def tensor_flags(model_fn: ModelFn, predicate: Callable[[str], bool] | None) -> list[bool]:
+  """One bool per trainable tensor of `model_fn`'s model: `predicate(variable name)` (which
+  tensors a penalty or a mask applies to); every tensor when `predicate` is None."""
+  names = model_facts(model_fn).names
+  if predicate is None:
+    return [True] * len(names)
+  return [bool(predicate(name)) for name in names]

@@ -1,31 +1,35 @@
 """What an algorithm supplies to the composer: plain TensorFlow functions, no TFF wiring.
 
 Every algorithm of this project (FLARE, EC, EC+FedProx, EC-FFL, EF21, FedAvg, update
-masking, QSGD with error feedback) is an `AlgorithmParts`: a client update, an optional
-client state, optional per-client inputs, a round schedule held at the server, an
-aggregation and optional server metrics.
+masking, QSGD with error feedback) is an `AlgorithmParts` of three, as TFF separates client
+work from aggregation and pfl-research adds postprocessors:
 
-Most are made of two parts, as TFF separates client work from aggregation and pfl-research
-adds postprocessors: a `LocalTraining` (plain, or with a penalty from the server weights,
-the client's state and the round's parameters) and a `Compressor` (what the client sends of
-its delta and what it keeps: `compress(delta, state, params, input) -> ClientOutput`, with its
-own state, aggregation and server metrics). `algorithm(training, compressor, schedule)`
-makes the parts: FLARE is `LocalTraining(flare_pull)` + top-k error feedback, EC plain
+  * a `LocalTraining`: plain, or with a penalty made from the server weights, the client's
+    state and the round's parameters (FLARE's pull, EC+FedProx's proximal term), or on a
+    dataset the round adapts (EC-FFL's epochs);
+  * a `Compressor`: what the client sends of its delta and what it keeps
+    (`compress(delta, state, params, input, num_examples) -> ClientOutput`), with its
+    clients' initial state, the server's aggregation of the messages and its metrics;
+  * a `RoundSchedule`: the algorithm's server state and what it broadcasts (TAU_r, say).
+
+FLARE is `LocalTraining(flare_pull)` + top-k error feedback + the TAU schedule, EC plain
 training + the same feedback, EF21 and update masking their own compressors. A new
-compressor is one module (`qsgd` shows one). `composer.compose` wires the parts into a TFF iterative process; the in-process
-executor (`tff_flare.execution.inprocess`) runs the very same functions without TFF's runtime.
-So an algorithm is written once and both ways of running it compute the same arithmetic.
+compressor is one module (`qsgd` shows one). `round_functions` makes a round's TensorFlow of
+the parts and `composer.compose` wires it into a TFF iterative process; the in-process
+executor (`tff_flare.execution.inprocess`) runs the very same functions without TFF's
+runtime, so both ways of running an algorithm compute the same arithmetic.
 
 A round, in terms of the parts (`r` the round, `s` the server model):
 
   1. `params = schedule.round_params(schedule_state)` at the server, broadcast with `s`;
-  2. each client: `client_update(model, optimizer, s, params, dataset, client_state,
-     client_input) -> ClientOutput`;
+  2. each client trains from `s` (`training`, `local_training.train_locally`), then
+     `compressor.compress(w - s, client_state, params, client_input, num_examples)`;
   3. the server sums `weight * message`, `weight`, the counters and the statistics over the
-     clients, and `aggregation.finalize` turns the sums into the update (a weighted mean by
-     default: every client weighs 1, as the authors average);
+     clients, and `compressor.aggregation.finalize` turns the sums into the update (a
+     weighted mean by default: every client weighs 1, as the authors average);
   4. the server optimizer applies the update (SGD with learning rate 1: `s <- s + update`),
-     `schedule.advance` moves the schedule on, and `server_metrics` reads the statistics.
+     `schedule.advance` moves the schedule on, and the compressor's `server_metrics` reads
+     the statistics.
 """
 
 import collections
@@ -39,10 +43,6 @@ import tensorflow as tf
 
 from tff_flare.algorithms import local_training
 from tff_flare.algorithms import sparsification
-
-# client_update(model, optimizer, server_weights, round_params, dataset, client_state,
-#               client_input) -> ClientOutput; called inside a `tf.function`.
-ClientUpdateFn = Callable[..., 'ClientOutput']
 
 
 @attrs.frozen
@@ -159,44 +159,17 @@ def client_keys() -> ClientInputs:
 
 
 @attrs.frozen
-class AlgorithmParts:
-  """Everything that makes one algorithm (see the module docstring).
-
-  Attributes:
-    client_update: the client's round (`ClientUpdateFn`).
-    initial_client_state: `list[tf.TensorSpec] -> state` of a new client (zeros shaped like
-      the model, say), or None for an algorithm whose clients keep no state.
-    client_inputs: per-client inputs, or None.
-    schedule: the server-side round schedule (default: a round counter).
-    aggregation: default `weighted_mean()`.
-    server_metrics: `(statistics_sum, weight_sum) -> OrderedDict` of the round's
-      algorithm-specific metrics, or None.
-  """
-
-  client_update: ClientUpdateFn
-  initial_client_state: Callable[[Sequence[tf.TensorSpec]], Any] | None = None
-  client_inputs: ClientInputs | None = None
-  schedule: RoundSchedule = attrs.field(factory=round_counter)
-  aggregation: Aggregation = attrs.field(factory=weighted_mean)
-  server_metrics: Callable[[Any, tf.Tensor], Any] | None = None
-
-
-# The pieces of `LocalTraining.penalty`'s answer: the penalty's gradient on the current
-# weights, how many leading steps carry it (an int, `local_training.ALL_STEPS`), and whether
-# the optimizer restarts after them (the authors' two-model switch).
-Penalty = tuple[local_training.PenaltyGradientFn, Any, bool]
-
-
-@attrs.frozen
 class LocalTraining:
   """How a client trains before it compresses its delta (`local_training.train_locally`).
 
   Attributes:
-    penalty: `(server_weights, client_state, params) -> Penalty`, or None for plain training.
+    penalty: `(server_weights, client_state, params) -> local_training.Penalty` (the
+      gradient of a term added to the loss, on which steps, and whether the optimizer
+      restarts after them), or None for plain training.
     dataset: `(dataset, params) -> dataset` to train on (EC-FFL's adapted epochs), or None.
   """
 
-  penalty: Callable[[Any, Any, Any], Penalty] | None = None
+  penalty: Callable[[Any, Any, Any], local_training.Penalty] | None = None
   dataset: Callable[[Any, Any], Any] | None = None
 
 
@@ -234,36 +207,12 @@ def no_compression() -> Compressor:
   return Compressor(compress=_dense)
 
 
-def client_update(training: LocalTraining, compressor: Compressor) -> ClientUpdateFn:
-  """The client's round: `training` from the server weights, then `compressor` on the delta."""
+@attrs.frozen
+class AlgorithmParts:
+  """Everything that makes one algorithm (see the module docstring): how a client trains,
+  what it sends of its delta and keeps (with the server's aggregation and metrics of it),
+  and the round schedule held at the server."""
 
-  def update(model, optimizer, server_weights, params, dataset, client_state, client_input):
-    if training.dataset is not None:
-      dataset = training.dataset(dataset, params)
-    penalty_gradient_fn, penalized_steps, restart = None, local_training.ALL_STEPS, False
-    if training.penalty is not None:
-      penalty_gradient_fn, penalized_steps, restart = training.penalty(
-          server_weights, client_state, params)
-    result = local_training.train_locally(model,
-                                          optimizer,
-                                          server_weights,
-                                          dataset,
-                                          penalty_gradient_fn=penalty_gradient_fn,
-                                          penalized_steps=penalized_steps,
-                                          restart_optimizer_after_penalty=restart)
-    return compressor.compress(local_training.model_delta(result, server_weights), client_state,
-                               params, client_input, result.num_examples)
-
-  return update
-
-
-def algorithm(training: LocalTraining,
-              compressor: Compressor,
-              schedule: RoundSchedule | None = None) -> AlgorithmParts:
-  """The parts of an algorithm made of a local training and a compressor."""
-  return AlgorithmParts(client_update=client_update(training, compressor),
-                        initial_client_state=compressor.initial_state,
-                        client_inputs=compressor.client_inputs,
-                        schedule=schedule or round_counter(),
-                        aggregation=compressor.aggregation,
-                        server_metrics=compressor.server_metrics)
+  training: LocalTraining = attrs.field(factory=LocalTraining)
+  compressor: Compressor = attrs.field(factory=no_compression)
+  schedule: RoundSchedule = attrs.field(factory=round_counter)

@@ -101,9 +101,9 @@ def build_qsgd_ef(
   Raises:
     ValueError: for `qsgd_levels` not an int >= 1.
   """
-  QsgdParams(qsgd_levels=qsgd_levels)
+  QsgdParams(qsgd_levels=qsgd_levels)  # Checks every knob.
   return composer.compose(model_fn,
-                          parts.algorithm(parts.LocalTraining(), qsgd_compressor(qsgd_levels)),
+                          parts.AlgorithmParts(compressor=qsgd_compressor(qsgd_levels)),
                           client_optimizer=client_optimizer,
                           server_optimizer=server_optimizer,
                           model_aggregator=model_aggregator,

@@ -32,7 +32,6 @@ from tff_flare.algorithms import masking
 from tff_flare.algorithms import model_facts
 from tff_flare.algorithms import process
 from tff_flare.algorithms import qsgd
-from tff_flare.algorithms import regularizers
 from tff_flare.algorithms import schedules
 from tff_flare.algorithms import sparsification
 from tff_flare.algorithms import tff_baselines
@@ -188,7 +187,7 @@ class Knobs:
   topk_rule: str = sparsification.TOPK_RULE.field()
   tau: float = schedules.TAU.field()
   tau_decay: float = schedules.TAU_DECAY.field()
-  mask_percentile: float = regularizers.MASK_PERCENTILE.field()
+  mask_percentile: float = flare.MASK_PERCENTILE.field()
   reg_steps: int | str | None = local_training.REG_STEPS.field()
   local_epochs: int = local_training.LOCAL_EPOCHS.field()
   keep_probability: float = masking.KEEP_PROBABILITY.field()

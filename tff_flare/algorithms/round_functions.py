@@ -36,6 +36,7 @@ import attrs
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_flare.algorithms import local_training
 from tff_flare.algorithms import model_facts as model_facts_lib
 from tff_flare.algorithms import parts as parts_lib
 from tff_flare.algorithms import sparsification
@@ -155,8 +156,8 @@ def build_round_functions(
     return collections.OrderedDict(
         (name, finalize(unfinalized[name])) for name, finalize in finalizers.items())
 
-  schedule = algorithm.schedule
-  stateful = algorithm.initial_client_state is not None
+  training, compressor, schedule = algorithm.training, algorithm.compressor, algorithm.schedule
+  stateful = compressor.initial_state is not None
 
   def initial_model_weights():
     return tff.learning.models.ModelWeights.from_model(model_fn())
@@ -166,15 +167,25 @@ def build_round_functions(
         global_model_weights=model_weights,
         distributor=(),
         client_work=schedule.initial_state(),
-        aggregator=algorithm.aggregation.initial_state(specs),
+        aggregator=compressor.aggregation.initial_state(specs),
         finalizer=server_optimizer.initialize(specs))
 
   def initial_client_state():
-    return algorithm.initial_client_state(specs) if stateful else ()
+    return compressor.initial_state(specs) if stateful else ()
 
   def client_work(model, server_weights, params, dataset, client_state, client_input):
-    output = algorithm.client_update(model, client_optimizer, server_weights, params, dataset,
-                                     client_state, client_input)
+    # 1. Local training from the server weights (with the algorithm's penalty, if any).
+    if training.dataset is not None:
+      dataset = training.dataset(dataset, params)
+    penalty = None
+    if training.penalty is not None:
+      penalty = training.penalty(server_weights, client_state, params)
+    trained = local_training.train_locally(model, client_optimizer, server_weights, dataset,
+                                           penalty)
+    # 2. What the client sends of its delta `w - s`, and keeps.
+    output = compressor.compress(local_training.model_delta(trained, server_weights), client_state,
+                                 params, client_input, trained.num_examples)
+    # 3. Its weight, counters and metrics, under the non-finite policy (the module docstring).
     model_metrics = model.report_local_unfinalized_metrics()
     own_weight = output.weight
     if own_weight is None and by_examples:
@@ -233,8 +244,8 @@ def build_round_functions(
     client_work.update(schedule.report(schedule_state))
     aggregator = collections.OrderedDict(
         communication=_communication_metrics(summed['counters'], num_parameters))
-    if algorithm.server_metrics is not None:
-      aggregator.update(algorithm.server_metrics(summed['statistics'], summed['weight']))
+    if compressor.server_metrics is not None:
+      aggregator.update(compressor.server_metrics(summed['statistics'], summed['weight']))
     return collections.OrderedDict(client_work=client_work,
                                    aggregator=aggregator,
                                    finalizer=finalizer_measurements)
@@ -255,7 +266,7 @@ def build_round_functions(
                         initial_client_state=initial_client_state,
                         round_params=schedule.round_params,
                         client_work=client_work,
-                        aggregate=algorithm.aggregation.finalize,
+                        aggregate=compressor.aggregation.finalize,
                         apply_update=apply_update,
                         advance=schedule.advance,
                         round_metrics=round_metrics,

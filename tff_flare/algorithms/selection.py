@@ -1,7 +1,7 @@
 """Exact order statistics of large tensors in a few passes over memory.
 
 FLARE spends its own work on two selections per tensor and round: the mask threshold (the
-median of `|a|`, `regularizers`) and the top-k cut (the k'-th largest of `|u|`,
+median of `|a|`, `flare`) and the top-k cut (the k'-th largest of `|u|`,
 `sparsification`). On a 16.6M-entry kernel a full `tf.math.top_k` or `NthElement` walks the
 tensor with a heap or a partition in one thread; these functions first narrow the search
 with a cheap pass and then select exactly among a small candidate set. Results equal

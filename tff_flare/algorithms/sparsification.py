@@ -126,18 +126,17 @@ def check_rule_fits(shapes: Sequence[tf.TensorShape],
                     keep_percent: float,
                     rule: TopKRule,
                     names: Sequence[str] | None = None) -> None:
-  """Validates `keep_percent` and `rule` for tensors of these shapes.
+  """Checks that a valid R (`KEEP_PERCENT`'s check) and `rule` fit tensors of these shapes.
 
-  Raises `ValueError` for an R outside (0, 100], an unknown rule, or where the authors' rule
-  would ask for more entries than a tensor has.
+  Raises `ValueError` for an unknown rule, or where the authors' rule would ask for more
+  entries than a tensor has.
 
   Args:
     shapes: fully defined shapes of the tensors to sparsify.
-    keep_percent: the paper's R, in percent.
+    keep_percent: the paper's R, in percent, in (0, 100].
     rule: the top-k rule.
     names: optional names of the tensors, for the message.
   """
-  validate_keep_percent(keep_percent)
   if not isinstance(rule, TopKRule):
     raise ValueError(f'rule must be a sparsification.TopKRule, got {rule!r}.')
   if rule != TopKRule.AUTHORS:  # The other rules keep at most every entry.
@@ -229,7 +228,8 @@ def sparsify(structure, keep_percent: float, rule: TopKRule = TopKRule.AUTHORS) 
     ValueError: for `keep_percent` outside (0, 100], or too large for a tensor under the
       authors' rule (e.g. R = 100 always is: it asks for the (n+2)-th largest of n).
   """
-  if not tf.is_tensor(keep_percent):
+  if not tf.is_tensor(keep_percent):  # The op's own guard, for a caller that is no builder.
+    validate_keep_percent(keep_percent)
     check_rule_fits([t.shape for t in tf.nest.flatten(structure)], keep_percent, rule)
   leaves = tf.nest.flatten(structure)
   if rule == TopKRule.GLOBAL and leaves:
