@@ -11,7 +11,7 @@ A process whose clients keep no state between rounds (FedAvg) also runs in TFF's
 `tff_flare.as_learning_process(process)` is a `tff.learning.templates.LearningProcess`.
 
 Without `output_dir` a run stays in memory (nothing written, no resume). `hooks=` takes
-`tff_flare.Hook`s (`after_round` reads each round's row; returning True ends the run early)
+`tff_flare.Hook`s (`after_round` reads each round's `RoundRow`; returning True ends the run early)
 and `release_managers=` TFF's `tff.program` release managers for every round's metrics.
 
 The builders take a `model_fn` returning a `tff.learning.models.VariableModel`, as
@@ -48,7 +48,9 @@ from tff_flare.algorithms import tff_baselines as _tff_baselines
 from tff_flare.execution import cleanup as _cleanup
 from tff_flare.algorithms.process import AlgorithmProcess
 from tff_flare.algorithms.registry import Hyperparameters
+from tff_flare.simulation.loop import AlgorithmRow
 from tff_flare.simulation.loop import Hook
+from tff_flare.simulation.loop import RoundRow
 
 if TYPE_CHECKING:
   from tff_flare.experiment.config import ConfigError
@@ -79,9 +81,11 @@ def __dir__() -> list[str]:
 
 __all__ = [
     'AlgorithmProcess',
+    'AlgorithmRow',
     'ConfigError',
     'Hook',
     'Hyperparameters',
+    'RoundRow',
     'SimulationResult',
     'build_ec',
     'build_ec_fedprox',

@@ -59,7 +59,7 @@ class Ef21Test(tf.test.TestCase):
     shortcut, _ = _run(self.shortcut, 4, 4)
     for p, s in zip(proper.model_weights().trainable, shortcut.model_weights().trainable):
       self.assertAllClose(p, s, rtol=1e-5, atol=1e-6)
-    communication = proper_history[-1]['ef21']['train']['aggregator']['communication']
+    communication = proper_history[-1]['ef21'].train['aggregator']['communication']
     # As defined, the wire carries the sparse corrections only.
     self.assertEqual(communication['entries_sent_total'], communication['correction_entries_total'])
     # Kernel 4x3 at R=20: k=2.4 -> 3 kept; bias of 3: k=0.6 -> 2 kept; 5 a client at most.
@@ -76,7 +76,7 @@ class Ef21Test(tf.test.TestCase):
     for g, m in zip(proper.state.aggregator, mean_state):
       self.assertAllClose(g, m, rtol=1e-5, atol=1e-7)
     # The shortcut sends dense states: more entries than the corrections.
-    communication = history[-1]['ef21']['train']['aggregator']['communication']
+    communication = history[-1]['ef21'].train['aggregator']['communication']
     self.assertGreater(communication['entries_sent_total'],
                        communication['correction_entries_total'])
 

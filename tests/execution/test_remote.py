@@ -108,9 +108,9 @@ class TwoLoopbackWorkersTest(tf.test.TestCase):
                             atol=1e-6,
                             msg=f'{local.name} {cid}')
     for local_row, remote_row in zip(local_history, remote_history):
-      self.assertEqual(local_row['clients'], remote_row['clients'])
+      self.assertEqual(local_row.client_ids, remote_row.client_ids)
       for name in ('flare', 'ec', 'ec_clipped'):
-        self.assertAllClose(local_row[name]['train'], remote_row[name]['train'], rtol=1e-5)
+        self.assertAllClose(local_row[name].train, remote_row[name].train, rtol=1e-5)
 
   def test_states_in_files_a_round_moves_the_model_out_and_a_sum_back(self):
     # The workers return their clients' sums and the driver runs the server's round

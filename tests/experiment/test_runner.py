@@ -753,7 +753,7 @@ class SimulateResumeTest(tf.test.TestCase):
         self.accuracies = []
 
       def after_round(self, round_num, runs, row):
-        self.accuracies.append(row['flare']['eval']['accuracy'])
+        self.accuracies.append(row['flare'].eval['accuracy'])
         return round_num == 1
 
     output = pathlib.Path(self.get_temp_dir()) / 'early'

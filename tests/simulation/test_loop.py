@@ -36,6 +36,25 @@ class _Check(loop.Hook):
     self._fn(round_num, row)
 
 
+class RoundRowTest(tf.test.TestCase):
+
+  def test_released_holds_what_was_measured_in_order_and_a_hooks_extra(self):
+    row = loop.RoundRow.empty(3, ['c1'], ['flare', 'ec'])
+    row['flare'].eval = {'loss': 1.5, 'accuracy': 0.25}
+    row['flare'].round_seconds = 2.0
+    row['flare'].bytes_uploaded = 40
+    row['flare'].train = {'client_work': {'train': {'loss': 1.0}}}
+    row['flare'].extra['my_metric'] = 7.0
+    released = row.released()
+    self.assertEqual(list(released), ['flare', 'ec'])
+    self.assertEqual(list(released['flare']),
+                     ['eval', 'round_seconds', 'bytes_uploaded', 'train', 'my_metric'])
+    self.assertEqual(released['ec'], {})  # Nothing measured: nothing released (no None).
+    manager = tff.program.MemoryReleaseManager()
+    hooks.ReleaseRows([manager]).after_round(3, [], row)
+    self.assertEqual(dict(manager.values())[3]['flare']['my_metric'], 7.0)
+
+
 class RunRoundsTest(tf.test.TestCase):
 
   def test_unsampled_state_unchanged_sampled_state_matches_next(self):
@@ -53,7 +72,7 @@ class RunRoundsTest(tf.test.TestCase):
 
       def check(round_num, row):
         nonlocal state
-        ids = row['clients']
+        ids = row.client_ids
         self.assertEqual(ids, sampler(round_num))
         before = snapshots[-1] if snapshots else {}
         for cid in data.client_ids:
@@ -71,8 +90,8 @@ class RunRoundsTest(tf.test.TestCase):
         snapshots.append({
             cid: [np.copy(t) for t in run.store.get(cid)['accumulator']] for cid in data.client_ids
         })
-        self.assertEqual(row['ec']['bytes_uploaded'], 2 * 5 * 8)  # 5 (value, index) pairs.
-        self.assertGreater(row['ec']['bytes_driver_workers'], 0)
+        self.assertEqual(row['ec'].bytes_uploaded, 2 * 5 * 8)  # 5 (value, index) pairs.
+        self.assertGreater(row['ec'].bytes_driver_workers, 0)
 
       rows = hooks.CollectRows()
       loop.run_rounds([run],
@@ -84,7 +103,7 @@ class RunRoundsTest(tf.test.TestCase):
                       execution_stats=execution.stats)
     self.assertLen(rows.rows, 5)  # 4 rounds and the end.
     self.assertLen(snapshots, 4)
-    sampled = {cid for row in rows.rows for cid in row['clients']}
+    sampled = {cid for row in rows.rows for cid in row.client_ids}
     self.assertGreater(len(sampled), 2)  # Different clients took part in different rounds.
 
   def test_mismatched_client_states_are_rejected(self):
@@ -135,10 +154,9 @@ class RunRoundsTest(tf.test.TestCase):
                       hooks=[hooks.TestLossFeedback(evaluate), rows])
     self.assertLen(evaluated, 3)
     # R' = R (L_ref / L)^(1/3): 20, 20 * 2^(1/3), 20 * 8^(1/3).
-    self.assertAllClose(
-        [r['ec_ffl']['train']['client_work']['keep_percent'] for r in rows.rows[:3]],
-        [20.0, 20.0 * 2**(1 / 3), 40.0],
-        rtol=1e-6)
+    self.assertAllClose([r['ec_ffl'].train['client_work']['keep_percent'] for r in rows.rows[:3]],
+                        [20.0, 20.0 * 2**(1 / 3), 40.0],
+                        rtol=1e-6)
     # With the round's evaluation (every round here) the feedback reuses it: one a round.
     losses, evaluated[:] = iter([2.0, 1.0, 0.25, 0.25]), []
     with modes.build_execution('inprocess') as execution:
@@ -152,10 +170,9 @@ class RunRoundsTest(tf.test.TestCase):
                       hooks=[hooks.Evaluation(evaluate, 1),
                              hooks.TestLossFeedback(evaluate), rows])
     self.assertLen(evaluated, 4)  # Rounds 0, 1, 2 and the end: none twice.
-    self.assertAllClose(
-        [r['ec_ffl']['train']['client_work']['keep_percent'] for r in rows.rows[:3]],
-        [20.0, 20.0 * 2**(1 / 3), 40.0],
-        rtol=1e-6)
+    self.assertAllClose([r['ec_ffl'].train['client_work']['keep_percent'] for r in rows.rows[:3]],
+                        [20.0, 20.0 * 2**(1 / 3), 40.0],
+                        rtol=1e-6)
     with self.assertRaisesRegex(ValueError, 'ec_ffl adapt to the test loss: add a '
                                 'hooks.TestLossFeedback'):
       with modes.build_execution('inprocess') as execution:

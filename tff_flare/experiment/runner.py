@@ -839,18 +839,17 @@ def _run_processes(
       said = what_tf_says(e)
       if said is None:
         raise
-      done = collected.rows[-1]['round'] + 1 if collected.rows else start_round
+      done = collected.rows[-1].round_num + 1 if collected.rows else start_round
       raise config_lib.ConfigError(
           f'The model cannot run on the data (round {done}): {said}') from e
-  final = collections.OrderedDict(
-      (run.name, collected.rows[-1][run.name].get('eval')) for run in runs)
+  final = collections.OrderedDict((run.name, collected.rows[-1][run.name].eval) for run in runs)
   summary = dict(config=config_lib.as_dict(settings),
                  changes=record['changes'],
                  code=record['code'],
                  **dict(facts, clients=list(client_ids)),
                  final_eval=final,
                  rounds=settings.rounds,
-                 rounds_trained=collected.rows[-1]['round'],
+                 rounds_trained=collected.rows[-1].round_num,
                  where={run.name: run.where for run in runs},
                  num_trainable_parameters=int(
                      sum(np.size(t) for t in runs[0].model_weights().trainable)),

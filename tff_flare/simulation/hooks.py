@@ -22,7 +22,7 @@ class Evaluation(loop.Hook):
 
   The authors evaluate at the start of a round, before its training
   (`docs/faithfulness.md` R10), so entry `r` is the model after `r` rounds; the end of the run
-  is evaluated too (`after_last_round`). Results go to `row[name]['eval']`.
+  is evaluated too (`after_last_round`). Results go to `row[name].eval`.
 
   Args:
     evaluate: `model_weights -> {'loss', 'accuracy', ...}`.
@@ -39,7 +39,7 @@ class Evaluation(loop.Hook):
 
   def after_last_round(self, end_round, runs, row) -> None:
     for run in runs:
-      row[run.name]['eval'] = dict(self._evaluate(run.model_weights()))
+      row[run.name].eval = dict(self._evaluate(run.model_weights()))
 
 
 class TestLossFeedback(loop.Hook):
@@ -59,7 +59,7 @@ class TestLossFeedback(loop.Hook):
   def before_round(self, round_num, runs, row) -> None:
     for run in runs:
       if run.process.uses_test_loss:
-        evaluation = row[run.name].get('eval') or self._evaluate(run.model_weights())
+        evaluation = row[run.name].eval or self._evaluate(run.model_weights())
         run.record_test_loss(evaluation['loss'])
 
 
@@ -67,7 +67,7 @@ class CollectRows(loop.Hook):
   """Keeps every row (`rows`), the final one included."""
 
   def __init__(self):
-    self.rows: list[dict] = []
+    self.rows: list[loop.RoundRow] = []
 
   def after_round(self, round_num, runs, row) -> None:
     self.rows.append(row)
@@ -131,7 +131,7 @@ class StopOnNonFiniteRound(loop.Hook):
 
   def _check_evaluation(self, round_num, runs, row) -> None:
     for run in runs:
-      evaluation = row[run.name].get('eval')
+      evaluation = row[run.name].eval
       if evaluation is None:
         continue
       values = (evaluation['loss'], evaluation.get('accuracy', 0.0))
@@ -145,7 +145,7 @@ class StopOnNonFiniteRound(loop.Hook):
   def after_round(self, round_num, runs, row) -> None:
     self._check_evaluation(round_num, runs, row)
     for run in runs:
-      communication = row[run.name]['train']['aggregator']['communication']
+      communication = row[run.name].train['aggregator']['communication']
       bad = int(communication.get('nonfinite_clients_total', 0))
       if bad and bad == int(communication['num_clients_total']):
         raise NonFiniteRoundError(
@@ -173,14 +173,10 @@ class ReleaseRows(loop.Hook):
     self._final = self._managers if final_managers is None else list(final_managers)
 
   def after_round(self, round_num, runs, row) -> None:
-    _release(self._managers, _without_bookkeeping(row), round_num)
+    _release(self._managers, row.released(), round_num)
 
   def after_last_round(self, end_round, runs, row) -> None:
-    _release(self._final, _without_bookkeeping(row), end_round)
-
-
-def _without_bookkeeping(row: dict) -> dict:
-  return {key: value for key, value in row.items() if key not in ('round', 'clients')}
+    _release(self._final, row.released(), end_round)
 
 
 def _release(managers, value, key: int) -> None:
@@ -241,9 +237,8 @@ class LogProgress(loop.Hook):
   def after_round(self, round_num, runs, row) -> None:
     done = round_num + 1
     rate = (done - self._start_round) / (time.perf_counter() - self._started)
-    accuracies = ''.join(
-        f' | {run.name} acc {row[run.name]["eval"]["accuracy"]:.4f}' for run in runs
-        if 'accuracy' in row[run.name].get('eval', {}))
+    accuracies = ''.join(f' | {run.name} acc {row[run.name].eval["accuracy"]:.4f}' for run in runs
+                         if 'accuracy' in (row[run.name].eval or {}))
     peak = ('' if self._peak_bytes is None else f' | peak {self._peak_bytes() / 2**30:.2f} GiB')
     self._log(f'round {round_num} | {rate:.2f} rounds/s | ETA '
               f'{(self._end_round - done) / rate:.0f} s{peak}{accuracies}')

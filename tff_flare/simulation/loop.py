@@ -11,11 +11,10 @@ it runs (`tff_flare.execution.modes`).
 TFF's `tff.simulation.run_training_process` cannot be used as is: it calls `next(state,
 data)`, and these processes take and return the round's client states.
 
-A row: `{'round': r, 'clients': [...], <algorithm>: {'eval'?, 'round_seconds',
-'bytes_uploaded', 'bytes_driver_workers'?, 'train': <the process's metrics>}}`.
+A round's row is a `RoundRow`: the round, its clients and an `AlgorithmRow` per algorithm
+(`row['flare'].eval['accuracy']`, `row['flare'].train['aggregator']['communication']`).
 """
 
-import collections
 from collections.abc import Callable, Mapping, Sequence
 import time
 from typing import Any
@@ -32,6 +31,67 @@ from tff_flare.simulation import client_state
 
 # evaluate(model_weights) -> {'loss': float, 'accuracy': float, ...}
 EvaluateFn = Callable[[Any], Mapping[str, float]]
+
+
+@attrs.define
+class AlgorithmRow:
+  """One algorithm's part of a round's row (None: not measured this round).
+
+  Attributes:
+    eval: the test metrics of its model before the round's training (`{'loss', 'accuracy',
+      ...}`, floats), on an evaluation round (`hooks.Evaluation`).
+    round_seconds: the wall time of its round, seconds.
+    bytes_driver_workers: the bytes its round moved to and from TFF's worker(s), when the
+      execution counts them.
+    bytes_uploaded: the bytes its clients sent (`bytes_sent_total`).
+    train: the process's round metrics, namespaced per component (`client_work`,
+      `aggregator`, `finalizer`).
+    extra: anything else a hook adds (`{name: value or nest}`), released with the rest.
+  """
+
+  eval: dict[str, float] | None = None
+  round_seconds: float | None = None
+  bytes_driver_workers: int | None = None
+  bytes_uploaded: int | None = None
+  train: Mapping[str, Any] | None = None
+  extra: dict[str, Any] = attrs.field(factory=dict)
+
+  def released(self) -> dict[str, Any]:
+    """The values measured, as the nest the release managers take (`{'eval': ..., 'train':
+    ...}`; `metrics.csv` flattens it to `<algorithm>/eval/accuracy`, ...)."""
+    values = {
+        name: value
+        for name, value in attrs.asdict(self, recurse=False).items()
+        if name != 'extra' and value is not None
+    }
+    values.update(self.extra)
+    return values
+
+
+@attrs.define
+class RoundRow:
+  """A round's row: what every algorithm measured in round `round_num` (`row[name]`).
+
+  Attributes:
+    round_num: the round (the end of the run for the final row).
+    client_ids: the round's clients (none in the final row).
+    algorithms: `{name: AlgorithmRow}`, in the run's order.
+  """
+
+  round_num: int
+  client_ids: list[str]
+  algorithms: dict[str, AlgorithmRow]
+
+  @classmethod
+  def empty(cls, round_num: int, client_ids: Sequence[str], names: Sequence[str]) -> 'RoundRow':
+    return cls(round_num, list(client_ids), {name: AlgorithmRow() for name in names})
+
+  def __getitem__(self, name: str) -> AlgorithmRow:
+    return self.algorithms[name]
+
+  def released(self) -> dict[str, Any]:
+    """`{name: AlgorithmRow.released()}`: the row as the release managers take it."""
+    return {name: entry.released() for name, entry in self.algorithms.items()}
 
 
 @attrs.frozen
@@ -142,23 +202,23 @@ class AlgorithmRun:
 class Hook:
   """What a loop calls around its rounds; every method is optional (these do nothing).
 
-  `row` is the round's row (see the module docstring): `before_round` may add entries to
-  `row[name]` before the algorithms train (an evaluation), `after_round` reads it.
-  `after_last_round` gets the row of the end of the run (`{'round': end, 'clients': [],
-  name: {}}`), e.g. for a final evaluation.
+  `row` is the round's `RoundRow`: `before_round` may fill `row[name]` before the
+  algorithms train (its `eval`, or `extra` values), `after_round` reads it.
+  `after_last_round` gets the row of the end of the run (`round_num` the end, no clients,
+  nothing measured yet), e.g. for a final evaluation.
 
   `after_round` returning True ends the run after that round (an early stop, as pfl's
   callbacks return `should_stop`): the hooks after it still see the round, then every hook's
   `after_last_round` runs with `end` the round after it.
   """
 
-  def before_round(self, round_num: int, runs: Sequence[AlgorithmRun], row: dict) -> None:
+  def before_round(self, round_num: int, runs: Sequence[AlgorithmRun], row: RoundRow) -> None:
     pass
 
-  def after_round(self, round_num: int, runs: Sequence[AlgorithmRun], row: dict) -> bool | None:
+  def after_round(self, round_num: int, runs: Sequence[AlgorithmRun], row: RoundRow) -> bool | None:
     pass
 
-  def after_last_round(self, end_round: int, runs: Sequence[AlgorithmRun], row: dict) -> None:
+  def after_last_round(self, end_round: int, runs: Sequence[AlgorithmRun], row: RoundRow) -> None:
     pass
 
 
@@ -200,9 +260,7 @@ def run_rounds(runs: Sequence[AlgorithmRun],
   for round_num in range(start_round, end_round):
     client_ids = sampler(round_num)
     datasets = client_datasets(client_ids, round_num)
-    row: dict[str, Any] = collections.OrderedDict(round=round_num, clients=list(client_ids))
-    for run in runs:
-      row[run.name] = collections.OrderedDict()
+    row = RoundRow.empty(round_num, client_ids, [run.name for run in runs])
     for hook in hooks:
       hook.before_round(round_num, runs, row)
     for run in runs:
@@ -211,19 +269,17 @@ def run_rounds(runs: Sequence[AlgorithmRun],
         execution_stats.reset()
       start = time.perf_counter()
       metrics = run.run_round(client_ids, datasets)
-      entry['round_seconds'] = time.perf_counter() - start
+      entry.round_seconds = time.perf_counter() - start
       if execution_stats is not None:
-        entry['bytes_driver_workers'] = execution_stats.total_bytes()
-      entry['bytes_uploaded'] = int(metrics['aggregator']['communication']['bytes_sent_total'])
-      entry['train'] = metrics
+        entry.bytes_driver_workers = execution_stats.total_bytes()
+      entry.bytes_uploaded = int(metrics['aggregator']['communication']['bytes_sent_total'])
+      entry.train = metrics
     stop = False
     for hook in hooks:
       stop = bool(hook.after_round(round_num, runs, row)) or stop
     if stop:
       end_round = round_num + 1
       break
-  final = collections.OrderedDict(round=end_round, clients=[])
-  for run in runs:
-    final[run.name] = collections.OrderedDict()
+  final = RoundRow.empty(end_round, [], [run.name for run in runs])
   for hook in hooks:
     hook.after_last_round(end_round, runs, final)
