@@ -215,7 +215,8 @@ class ModelAggregatorTest(tf.test.TestCase, parameterized.TestCase):
       self.assertAllEqual(before, after)
 
   def test_not_a_factory(self):
-    with self.assertRaisesRegex(TypeError, 'tff.aggregators factory'):
+    with self.assertRaisesRegex(ValueError,
+                                'model_aggregator must be a tff.aggregators factory or None'):
       _with_aggregator('fedavg', object())
 
 

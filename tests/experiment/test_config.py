@@ -94,10 +94,21 @@ class ValidateTest(tf.test.TestCase, parameterized.TestCase):
       ('ratio_without_skew', dict(task='mnist_cnn',
                                   ratio=10.0), 'ratio applies to partition=quantity_skew only'),
       ('text_evaluation_of_images', dict(
-          task='mnist_cnn', text_evaluation='full'), 'mnist_cnn does not take text_evaluation'))
+          task='mnist_cnn', text_evaluation='full'), 'mnist_cnn does not take text_evaluation'),
+      # A flag given a string (from a preset, a script): 'no' is true, so the run went on.
+      ('flag_given_a_string', dict(allow_nonfinite_rounds='no'),
+       r"^allow_nonfinite_rounds must be True or False, got 'no'\.$"),
+      ('optional_flag_given_a_number', dict(
+          task='mnist_cnn', double_softmax=0), r'^double_softmax must be True or False, got 0\.$'))
   def test_bad_values_are_one_clear_error(self, overrides, message):
     with self.assertRaisesRegex(config_lib.ConfigError, message):
       config_lib.validate(_config(self.get_temp_dir(), **overrides))
+
+  def test_a_runs_flag_given_a_string_is_refused_for_simulate_too(self):
+    # `simulate`'s settings (a RunSettings) are checked by validate_run, not validate.
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                "^allow_nonfinite_rounds must be True or False, got 'no'"):
+      config_lib.validate_run(config_lib.RunSettings(allow_nonfinite_rounds='no'), 3)
 
   def test_defaults_and_authors_settings_are_valid(self):
     config_lib.validate(_config(self.get_temp_dir()))

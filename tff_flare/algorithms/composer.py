@@ -75,7 +75,7 @@ def compose(
     ValueError: `model_aggregator`, or a `client_weighting` other than uniform, for an
       algorithm whose aggregation is its own (EF21); an unknown `client_weighting`.
   """
-  _check_options(algorithm, client_optimizer, model_aggregator, client_weighting)
+  _check_options(algorithm, model_aggregator, client_weighting)
   functions = round_functions_lib.build_round_functions(
       model_fn,
       algorithm,
@@ -141,15 +141,10 @@ def compose(
       round_functions=functions if model_aggregator is None else None)
 
 
-def _check_options(algorithm: parts_lib.AlgorithmParts,
-                   client_optimizer: tff.learning.optimizers.Optimizer,
-                   model_aggregator: AggregationFactory | None,
+def _check_options(algorithm: parts_lib.AlgorithmParts, model_aggregator: AggregationFactory | None,
                    client_weighting: tff.learning.ClientWeighting) -> None:
-  """Refuses what `compose` cannot build (see its Raises)."""
-  if not isinstance(client_optimizer, tff.learning.optimizers.Optimizer):
-    raise TypeError('client_optimizer must be a tff.learning.optimizers.Optimizer (e.g. '
-                    'tff.learning.optimizers.build_sgdm(learning_rate=0.1)), got '
-                    f'{type(client_optimizer).__name__}.')
+  """Refuses what `compose` cannot build (see its Raises); the builders' arguments' types
+  are checked before (`process.records_build`)."""
   if not isinstance(client_weighting, tff.learning.ClientWeighting):
     raise ValueError(f'client_weighting must be a tff.learning.ClientWeighting, got '
                      f'{client_weighting!r}.')

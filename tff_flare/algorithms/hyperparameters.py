@@ -113,18 +113,44 @@ def as_python_numbers(instance) -> None:
       object.__setattr__(instance, field.name, as_python(value))  # Frozen ones too.
 
 
-def check_fields(instance) -> None:
-  """Checks every field of a dataclass instance: that a number is representable
-  (`check_representable`), then its own check (its `metadata['check']`).
+def is_flag(annotation: Any) -> bool:
+  """Whether a field or parameter is declared a flag: `bool`, or `bool | None`."""
+  return annotation in (bool, 'bool', bool | None, 'bool | None')
+
+
+def check_flag(name: str, value: Any) -> None:
+  """Refuses a flag given another value than True or False (`'no'` would be true)."""
+  if not isinstance(value, bool):
+    raise ValueError(f'{name} must be True or False, got {value!r}.'[:160])
+
+
+def check_kinds(instance, fields=None) -> None:
+  """Checks the kind of every field of a dataclass instance (or of `fields`): a flag is a
+  bool (`check_flag`), a number is representable (`check_representable`, but for a
+  `host_only` setting).
 
   Raises:
     ValueError: the first field refused.
   """
+  for field in dataclasses.fields(instance) if fields is None else fields:
+    value = getattr(instance, field.name)
+    if is_flag(field.type) and value is not None:
+      check_flag(field.name, value)
+    if not field.metadata.get(HOST_ONLY):
+      check_representable(field.name, value)
+
+
+def check_fields(instance) -> None:
+  """Checks every field of a dataclass instance: its kind (`check_kinds`), then its own check
+  (its `metadata['check']`).
+
+  Raises:
+    ValueError: the first field refused.
+  """
+  check_kinds(instance)
   for field in dataclasses.fields(instance):
     check = field.metadata.get(CHECK)
     value = getattr(instance, field.name)
-    if not field.metadata.get(HOST_ONLY):
-      check_representable(field.name, value)
     if check is not None and value is not None:
       check(value)
 

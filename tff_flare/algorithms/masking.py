@@ -243,7 +243,11 @@ def build_masked_fedavg(
   """
   MaskingParams(keep_probability=keep_probability,
                 num_mask_draws=num_mask_draws)  # Checks every knob.
-  mask_mode = MaskMode(mask_mode)
+  try:
+    mask_mode = MaskMode(mask_mode)
+  except ValueError:
+    raise ValueError(f'mask_mode must be one of {", ".join(m.value for m in MaskMode)} (a '
+                     f'MaskMode), got {mask_mode!r}.') from None
   masked = model_facts.tensor_flags(model_fn, is_masked)
   compress = functools.partial(
       _mask_delta,

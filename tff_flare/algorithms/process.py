@@ -11,10 +11,13 @@ it as one, and the driver keeps them between rounds (`tff_flare.simulation.clien
 whose clients keep none) and an input such as a mask key (`()` when the algorithm takes none).
 """
 
+import collections.abc
 import enum
 import functools
 import inspect
 from collections.abc import Callable, Sequence
+import types
+import typing
 from typing import Any
 
 import attrs
@@ -86,12 +89,65 @@ def describe(value: Any, depth: int = 0) -> Any:
   return description
 
 
+# How `check_argument` names the classes a user passes (TFF's, by their public names).
+_PUBLIC_NAMES = {
+    tff.learning.optimizers.Optimizer: 'a tff.learning.optimizers.Optimizer (e.g. '
+                                       'tff.learning.optimizers.build_sgdm(learning_rate=0.1))',
+    tff.aggregators.WeightedAggregationFactory: 'a tff.aggregators factory',
+    tff.aggregators.UnweightedAggregationFactory: 'a tff.aggregators factory',
+}
+
+
+def _members(annotation: Any) -> tuple[Any, ...]:
+  """The types a parameter's annotation allows (`int | None` -> `(int, NoneType)`)."""
+  if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+    return typing.get_args(annotation)
+  return (annotation,)
+
+
+def check_argument(name: str, annotation: Any, value: Any) -> None:
+  """Refuses a builder's argument of another type than its annotation says, in one line.
+
+  The type only, for the annotations whose misuse would pass silently or fail deep inside
+  TensorFlow: a `bool` flag given a string ('no' is true), an `int` given a float or one
+  out of int32's range, a predicate that is not a function, an optimizer that is not TFF's.
+  A knob's range is its own check (`hyperparameters.Knob`, the builder's Params); an
+  annotation that also allows a string (a rule's name, `'all'`) or an enum is left to the
+  builder, which converts it.
+
+  Raises:
+    ValueError: naming the argument, what it must be and what it got (the project's one
+      error for a bad argument, as its knobs' checks raise).
+  """
+  members = _members(annotation)
+  if value is None and type(None) in members:
+    return
+  if str in members or any(isinstance(m, type) and issubclass(m, enum.Enum) for m in members):
+    return
+  got = f'got {value!r}'[:120]
+  if hyperparameters.is_flag(annotation):
+    hyperparameters.check_flag(name, value)
+  if int in members and float not in members:
+    if not hyperparameters.is_int(value):
+      raise ValueError(f'{name} must be an int, {got}.')
+    hyperparameters.check_representable(name, value)
+  callables = [m for m in members if typing.get_origin(m) is collections.abc.Callable]
+  if callables and not callable(value):
+    raise ValueError(f'{name} must be a function (of a trainable variable\'s name, say), {got}.')
+  classes = [m for m in members if isinstance(m, type) and m.__module__ != 'builtins']
+  if classes and not callables and not isinstance(value, tuple(classes)):
+    kinds = ' or '.join(dict.fromkeys(_PUBLIC_NAMES.get(m, m.__name__) for m in classes))
+    raise ValueError(f'{name} must be {kinds}' + (' or None' if type(None) in members else '') +
+                     f', got {type(value).__name__}.')
+
+
 def records_build(builder: Callable[..., 'AlgorithmProcess']) -> Callable[..., 'AlgorithmProcess']:
-  """`builder`, whose process records how it was built (`AlgorithmProcess.build`):
-  `{'builder': <its name>, 'arguments': {name: describe(value)}}` of every argument but the
-  model function (the model is compared by its variables). `simulate` records it and refuses
-  a resume with a process built otherwise. Numpy scalar arguments are passed on as Python
-  numbers."""
+  """`builder`, with its arguments checked against its signature (`check_argument`: the one
+  place a builder's options are checked; its knobs are its Params'), whose process records
+  how it was built (`AlgorithmProcess.build`): `{'builder': <its name>, 'arguments': {name:
+  describe(value)}}` of every argument but the model function (the model is compared by its
+  variables). `simulate` records it and refuses a resume with a process built otherwise.
+  Numpy scalar arguments are passed on as Python numbers."""
   signature = inspect.signature(builder)
 
   @functools.wraps(builder)
@@ -100,8 +156,14 @@ def records_build(builder: Callable[..., 'AlgorithmProcess']) -> Callable[..., '
     # it holds: the builders' checks take Python numbers (were "must be a number, got 5.0").
     args = tuple(hyperparameters.as_python(a) for a in args)
     kwargs = {k: hyperparameters.as_python(v) for k, v in kwargs.items()}
+    try:
+      bound = signature.bind(*args, **kwargs)
+    except TypeError as e:  # An unknown keyword, a missing one: Python's message, one line.
+      raise TypeError(f'{builder.__name__}: {e}') from None
+    for name, value in bound.arguments.items():
+      if name != 'model_fn':
+        check_argument(name, signature.parameters[name].annotation, value)
     built = builder(*args, **kwargs)
-    bound = signature.bind(*args, **kwargs)
     bound.apply_defaults()
     built.build = dict(
         builder=builder.__name__,

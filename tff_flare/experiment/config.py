@@ -229,9 +229,7 @@ def validate_run(settings: RunSettings, population: int) -> None:
           hyperparameters.is_int(value) and value >= 1,
           f'{name} must be an int >= 1, got {value!r}.')
     _check_seed('seed', settings.seed)
-    for field in dataclasses.fields(RunSettings):
-      if not field.metadata.get(hyperparameters.HOST_ONLY):
-        hyperparameters.check_representable(field.name, getattr(settings, field.name))
+    hyperparameters.check_kinds(settings, dataclasses.fields(RunSettings))
     _check(
         hyperparameters.is_int(population) and population >= 1,
         f'There must be at least one client, got {population!r}.')
