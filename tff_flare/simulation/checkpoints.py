@@ -71,6 +71,32 @@ def saved_rounds(directory) -> list[int]:
       p.name.startswith(_PROGRAM_PREFIX) and p.name[len(_PROGRAM_PREFIX):].isdigit())
 
 
+def read_checkpoint(directory, version: int, name: str) -> tuple[list, list[np.ndarray]]:
+  """Algorithm `name`'s server state leaves and its clients' arrays in checkpoint `version`,
+  read without building its run (for an analysis of a run's state; `Checkpoints.restore`
+  resumes one).
+
+  Returns:
+    `(server, clients)`: the server state's leaves (the model's trainable weights first, as
+    `tf.nest.flatten` orders a `LearningAlgorithmState`), and the clients' arrays in the
+    population's order, each client's state leaves in turn (empty for a stateless algorithm).
+
+  Raises:
+    CheckpointError: no such checkpoint or algorithm in it.
+  """
+  directory = pathlib.Path(directory)
+  program = directory / f'{_PROGRAM_PREFIX}{version}'
+  try:
+    saved = tf.saved_model.load(str(program))()
+    server = [np.asarray(leaf) for leaf in saved[name]['server']]
+  except (OSError, KeyError, TypeError, ValueError) as e:
+    raise CheckpointError(f'{program} holds no server state of {name!r} '
+                          f'({type(e).__name__}: {" ".join(str(e).split())[:200]}).') from e
+  run_dir = directory / f'{_CLIENTS_PREFIX}{version}' / name
+  count = len(list(run_dir.glob('*.npy'))) if run_dir.is_dir() else 0
+  return server, [np.load(run_dir / f'{i}.npy') for i in range(count)]
+
+
 class Checkpoints:
   """Saves and restores the program state of `runs` (`loop.AlgorithmRun`s).
 
