@@ -515,6 +515,34 @@ def optimum(results, figure) -> float | None:
   return f_star
 
 
+def diagnostics(results, figure) -> list[str]:
+  """A line for each diagnostic of a run of the figure (`spec.RESIDUAL_AGREEMENT_PREFIX`
+  files in its folder, written by `experiments/residual_agreement.py`), oldest round first.
+
+  Raises:
+    run_files.RunFileError: a diagnostic file that is not one.
+  """
+  lines = []
+  for run in figure.runs:
+    folder = results.root / figure.name / run.name
+    found = []
+    for path in folder.glob(f'{spec.RESIDUAL_AGREEMENT_PREFIX}*.json'):
+      try:
+        value = json.loads(files.read_text(path))
+        mean = {k: float(value['mean'][k]) for k in ('residual', 'halves', 'minibatch', 'cosine')}
+        found.append((int(value['round']), str(value['algorithm']), mean, str(value['command'])))
+      except (OSError, ValueError, KeyError, TypeError) as e:
+        raise run_files.RunFileError(f'{path}: not a residual agreement ({e}).') from e
+    for round_num, algorithm, mean, command in sorted(found):
+      lines.append(
+          f'{run.name}, {registry.label(algorithm)} after round {round_num - 1}: over the '
+          f"entries FLARE's mask pulls, the residual's signs agree with a large-batch descent "
+          f'direction on {mean["residual"]:.3f} of them, the two halves of that reference with '
+          f'each other on {mean["halves"]:.3f}, one batch of the run with it on '
+          f'{mean["minibatch"]:.3f} (a coin: 0.5); cosine {mean["cosine"]:.3f} (`{command}`)')
+  return lines
+
+
 def is_monotone(losses: Sequence[float]) -> bool:
   """No loss above the lowest before it by more than `spec.MONOTONE_SLACK` of it."""
   lowest = math.inf

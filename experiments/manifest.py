@@ -402,7 +402,10 @@ VGG11_CIFAR10_AUTHORS_SPLIT = spec.Figure(
     reading="The authors' VGG11, split (4 contiguous clients of 12,500 images), optimizer, "
     'learning rate, momentum, R, p, TAU and c; each round keeps their 25 local steps a '
     "client, each of 8 images drawn from the client's images reshuffled every round where "
-    "theirs has 500, so a round costs seconds on one core and nothing is memorized.",
+    "theirs has 500, so a round costs seconds on one core and nothing is memorized. Where "
+    'FLARE and EC are level, a diagnostic (`python -m experiments.residual_agreement` on a '
+    "run's checkpoint) asks whether the residual FLARE pulls toward points where a large "
+    "batch of the client's images descends.",
     image='curves.png',
     differs="A stand-in: VGG11 where the paper reports VGG16; each local step sees 8 images "
     "where the authors' sees 500 (lr and momentum theirs, for batch 500); one initial model; "

@@ -75,8 +75,9 @@ def _figure_section(figure: spec.Figure, results: runs_lib.Results, folder: path
   reads = (f'; it also shows runs of {", ".join(sorted({r.split("/")[0] for r in figure.reads}))}'
            if figure.reads else '')
   differs = f'*Setting here:* {figure.differs}\n\n' if figure.differs else ''
+  diagnosed = ''.join(f'Diagnostic: {line}.\n\n' for line in charts.diagnostics(results, figure))
   return (f'<a id="{figure.name}"></a>\n### {figure.title}\n\n*{figure.paper}.* '
-          f'{figure.reading}\n\n{differs}{image}{drawn}\nReproduce: {own}{reads}.\n\n'
+          f'{figure.reading}\n\n{differs}{image}{drawn}\n{diagnosed}Reproduce: {own}{reads}.\n\n'
           f'Code: {_code_line(figure, results)}.\n')
 
 

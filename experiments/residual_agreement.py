@@ -34,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from experiments import binary
+from experiments import spec
 from tff_flare.algorithms import flare
 from tff_flare.experiment import config as config_lib
 from tff_flare.experiment import run_files
@@ -56,8 +57,6 @@ _MINIBATCHES = flags.DEFINE_integer('minibatches',
                                     20,
                                     "Batches of the run's size whose agreement is averaged.",
                                     lower_bound=1)
-
-OUTPUT_PREFIX = 'residual_agreement_'
 
 
 def sign_agreement(direction, reference, masks) -> float:
@@ -193,7 +192,7 @@ def main(argv):
                   reference_batch=_REFERENCE_BATCH.value,
                   minibatches=_MINIBATCHES.value)
   found['command'] = 'python -m experiments.residual_agreement ' + ' '.join(sys.argv[1:])
-  output = run_dir / f'{OUTPUT_PREFIX}{found["round"]}.json'
+  output = run_dir / f'{spec.RESIDUAL_AGREEMENT_PREFIX}{found["round"]}.json'
   files.write_file(output, json.dumps(found, indent=2) + '\n')
   mean = found['mean']
   print(

@@ -158,6 +158,9 @@ class SparsityScaling:
 
 
 OPTIMUM_FILE = 'optimum.json'
+# A run's diagnostic of FLARE's pull at a checkpoint (`experiments/residual_agreement.py`):
+# `<run>/residual_agreement_<round>.json`, shown under its figure (`charts.diagnostics`).
+RESIDUAL_AGREEMENT_PREFIX = 'residual_agreement_'
 # A loss curve is monotone when no evaluation exceeds the lowest before it by more than this
 # fraction of it (the server model's full-batch loss after local minibatch steps).
 MONOTONE_SLACK = 0.01

@@ -1,5 +1,6 @@
 """Tests of `experiments.charts`: seed tables, orderings, the drawings of a figure."""
 
+import json
 import pathlib
 import tempfile
 import types
@@ -109,6 +110,30 @@ class SeedTableTest(tf.test.TestCase):
   def test_monotone_within_the_slack(self):
     self.assertTrue(charts.is_monotone([2.0, 1.0, 1.005, 0.9]))
     self.assertFalse(charts.is_monotone([2.0, 1.0, 1.02, 0.9]))
+
+
+class DiagnosticsTest(tf.test.TestCase):
+
+  def test_a_runs_diagnostics_are_lines_oldest_first_and_a_broken_one_refused(self):
+    root = pathlib.Path(self.get_temp_dir())
+    figure = types.SimpleNamespace(name='fig', runs=(types.SimpleNamespace(name='seed0_flare'),))
+    folder = root / 'fig' / 'seed0_flare'
+    folder.mkdir(parents=True)
+    for round_num, residual in ((200, 0.51), (100, 0.62)):
+      (folder / f'{spec.RESIDUAL_AGREEMENT_PREFIX}{round_num}.json').write_text(
+          json.dumps(
+              dict(algorithm='flare',
+                   round=round_num,
+                   mean=dict(residual=residual, halves=0.6, minibatch=0.52, cosine=0.01),
+                   command='python -m experiments.residual_agreement --run_dir=x')))
+    lines = charts.diagnostics(types.SimpleNamespace(root=root), figure)
+    self.assertLen(lines, 2)
+    self.assertStartsWith(lines[0], 'seed0_flare, FLARE after round 99: ')
+    self.assertIn('descent direction on 0.620 of them', lines[0])
+    self.assertIn('descent direction on 0.510 of them', lines[1])
+    (folder / f'{spec.RESIDUAL_AGREEMENT_PREFIX}300.json').write_text('[]')
+    with self.assertRaisesRegex(run_files.RunFileError, 'not a residual agreement'):
+      charts.diagnostics(types.SimpleNamespace(root=root), figure)
 
 
 class DrawTest(tf.test.TestCase):
