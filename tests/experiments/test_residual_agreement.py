@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from experiments import binary
 from experiments import residual_agreement
 from tff_flare.experiment import config as config_lib
 from tff_flare.experiment import runner
@@ -68,17 +69,10 @@ class OnARunTest(tf.test.TestCase):
     written = json.loads((output / 'residual_agreement_1.json').read_text())
     self.assertEqual(written['round'], 1)
     self.assertIn('--round=1', written['command'])
-    refused = subprocess.run([
-        sys.executable, '-m', 'experiments.residual_agreement', f'--run_dir={output}', '--round=7'
-    ],
-                             capture_output=True,
-                             text=True,
-                             check=False)
-    self.assertEqual(refused.returncode, 2)
-    self.assertEqual(refused.stderr.strip().splitlines(), [
-        f'error: {output} has no checkpoint after round 6 (its checkpoints: after '
-        'rounds [0, 1]).'
-    ])
+    with self.assertRaisesRegex(
+        binary.BadInput,
+        r'^.* has no checkpoint after round 6 \(its checkpoints: after rounds \[0, 1\]\)\.$'):
+      residual_agreement.measure(output, 7, reference_examples=1, reference_batch=1, minibatches=1)
 
 
 if __name__ == '__main__':
