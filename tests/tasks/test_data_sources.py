@@ -218,6 +218,9 @@ class NpzSourceTest(tf.test.TestCase):
          r'labels range over \[0, 10\]; the model has 10 classes'),
         ('fractional.npz', dict(y_test=np.array([0.5, 1.0])), 'not whole numbers'),
         ('strings.npz', dict(y_test=np.array(['cat', 'dog'])), 'test labels are <U3, not whole'),
+        # Labels in another layout: one-hot labels were flattened into 10 N labels.
+        ('one_hot.npz', dict(y_train=np.eye(10)[[0, 1, 2, 3]]),
+         r'train .* labels \(4, 10\); expected .* \[N\] \(one-hot labels\? give class indices'),
         ('empty.npz', dict(x_test=np.zeros((0, 28, 28), np.uint8),
                            y_test=np.zeros(0, np.int64)), 'test split is empty'),
         # Data in another scale: pixels already divided by 255 would be divided again (the

@@ -89,6 +89,16 @@ class PartitionTest(tf.test.TestCase, parameterized.TestCase):
       partitions.iid(5, 10, seed=0)
     with self.assertRaisesRegex(ValueError, 'alpha'):
       partitions.dirichlet(LABELS, 10, 0.0, seed=0)
+    # One-hot labels were flattened: C N labels, partitions of examples that do not exist.
+    one_hot = np.eye(10)[LABELS]
+    for kind in ('contiguous', 'dirichlet', 'class_imbalance'):
+      with self.assertRaisesRegex(ValueError, r'^labels must be class indices of shape \[N\] '
+                                  r'\(or \[N, 1\]\), got shape \(\d+, 10\)\.$',
+                                  msg=kind):
+        partitions.build(kind, one_hot, 10)
+    for column, vector in zip(partitions.build('dirichlet', LABELS[:, None], 10),
+                              partitions.build('dirichlet', LABELS, 10)):
+      np.testing.assert_array_equal(column, vector)  # Keras's [N, 1] CIFAR labels pass.
 
   def test_to_client_data(self):
     x = np.arange(10, dtype=np.float32)[:, None]

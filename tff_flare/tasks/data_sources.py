@@ -296,9 +296,7 @@ def _load_keras(name: str) -> ImageArrays:
         "MNIST) or source=imagefolder.") from e
   if x_train.ndim == 3:  # MNIST: [N, 28, 28] without the channel axis.
     x_train, x_test = x_train[..., None], x_test[..., None]
-  return ImageArrays(x_train,
-                     y_train.reshape(-1).astype(np.int64), x_test,
-                     y_test.reshape(-1).astype(np.int64))
+  return ImageArrays(x_train, _label_vector(y_train), x_test, _label_vector(y_test))
 
 
 def _load_tfds(name: str, data_dir: str | None) -> ImageArrays:
@@ -347,7 +345,13 @@ def _load_npz(path: pathlib.Path) -> ImageArrays:
                           f'{type(e).__name__}: {_one_line(e)})') from e
   if x_train.ndim == 3:  # Keras MNIST: [N, 28, 28] without the channel axis.
     x_train, x_test = x_train[..., None], x_test[..., None]
-  return ImageArrays(x_train, y_train.reshape(-1), x_test, y_test.reshape(-1))
+  return ImageArrays(x_train, _label_vector(y_train), x_test, _label_vector(y_test))
+
+
+def _label_vector(labels: np.ndarray) -> np.ndarray:
+  """[N, 1] labels (Keras's CIFAR layout) as [N]; any other shape as it is, for
+  `_check_images` to refuse (flattening [N, 10] one-hot labels would make 10 N labels)."""
+  return labels[:, 0] if labels.ndim == 2 and labels.shape[1] == 1 else labels
 
 
 def _check_declared_sizes(data: np.lib.npyio.NpzFile, path: pathlib.Path) -> None:
@@ -490,8 +494,11 @@ def _check_images(arrays: ImageArrays, shape: tuple[int, ...], num_classes: int,
   for split in ('train', 'test'):
     x, y = getattr(arrays, f'x_{split}'), getattr(arrays, f'y_{split}')
     if tuple(x.shape[1:]) != shape or len(x) != len(y) or y.ndim != 1:
-      raise DataSourceError(f'{what}: {split} images have shape {x.shape} and labels '
-                            f'{y.shape}; expected [N, {", ".join(map(str, shape))}] and [N].')
+      one_hot = y.ndim == 2 and y.shape[1] == num_classes
+      raise DataSourceError(
+          f'{what}: {split} images have shape {x.shape} and labels '
+          f'{y.shape}; expected [N, {", ".join(map(str, shape))}] and [N]' +
+          (' (one-hot labels? give class indices: their argmax).' if one_hot else '.'))
     if not len(y):
       raise DataSourceError(f'{what}: the {split} split is empty.')
     if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
