@@ -534,9 +534,10 @@ def diagnostics(results, figure) -> list[str]:
       except (OSError, ValueError, KeyError, TypeError) as e:
         raise run_files.RunFileError(f'{path}: not a residual agreement ({e}).') from e
     for round_num, algorithm, mean, command in sorted(found):
+      pulls = 'pulls' if algorithm == 'flare' else 'would pull'  # EC's: the control.
       lines.append(
           f'{run.name}, {registry.label(algorithm)} after round {round_num - 1}: over the '
-          f"entries FLARE's mask pulls, the residual's signs agree with a large-batch descent "
+          f"entries FLARE's mask {pulls}, the residual's signs agree with a large-batch descent "
           f'direction on {mean["residual"]:.3f} of them, the two halves of that reference with '
           f'each other on {mean["halves"]:.3f}, one batch of the run with it on '
           f'{mean["minibatch"]:.3f} (a coin: 0.5); cosine {mean["cosine"]:.3f} (`{command}`)')

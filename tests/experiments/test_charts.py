@@ -131,6 +131,19 @@ class DiagnosticsTest(tf.test.TestCase):
     self.assertStartsWith(lines[0], 'seed0_flare, FLARE after round 99: ')
     self.assertIn('descent direction on 0.620 of them', lines[0])
     self.assertIn('descent direction on 0.510 of them', lines[1])
+    self.assertIn("FLARE's mask pulls,", lines[0])
+    control = root / 'fig' / 'seed0_ec'
+    control.mkdir()
+    (folder / f'{spec.RESIDUAL_AGREEMENT_PREFIX}100.json').rename(
+        control / f'{spec.RESIDUAL_AGREEMENT_PREFIX}100.json')
+    figure.runs += (types.SimpleNamespace(name='seed0_ec'),)
+    (control / f'{spec.RESIDUAL_AGREEMENT_PREFIX}100.json').write_text(
+        (control / f'{spec.RESIDUAL_AGREEMENT_PREFIX}100.json').read_text().replace(
+            '"flare"', '"ec"'))
+    ec_line = charts.diagnostics(types.SimpleNamespace(root=root), figure)[1]
+    self.assertStartsWith(
+        ec_line, "seed0_ec, EC after round 99: over the entries FLARE's mask "
+        'would pull, ')
     (folder / f'{spec.RESIDUAL_AGREEMENT_PREFIX}300.json').write_text('[]')
     with self.assertRaisesRegex(run_files.RunFileError, 'not a residual agreement'):
       charts.diagnostics(types.SimpleNamespace(root=root), figure)
