@@ -4,8 +4,10 @@ TensorFlow's BFC allocator on the CPU (`TF_CPU_ALLOCATOR_USE_BFC`, unless alread
 FLARE's round on the FC takes 7.9 s with it and 8.6 s with oneDNN's allocator, TensorFlow's
 default (docs/performance.md, "Memory"). Both keep what a round frees. A run that must give it
 back (several algorithms beside TFF's FedAvg on a small machine) sets
-`TF_ENABLE_ONEDNN_OPTS=0 TF_CPU_ALLOCATOR_USE_BFC=false` for the C library's allocator, 1.7x
-slower; the memory estimate reads which one is on. TFF's worker processes inherit the setting.
+`memory.SYSTEM_ALLOCATOR` in its environment (`TF_ENABLE_ONEDNN_OPTS=0
+TF_CPU_ALLOCATOR_USE_BFC=false` for the C library's allocator, 1.7x slower, and glibc's
+`MALLOC_MMAP_THRESHOLD_=1048576 MALLOC_TRIM_THRESHOLD_=0`, read when a process starts); the
+memory estimate reads which one is on. TFF's worker processes inherit the setting.
 
 Started as a program (`python -m experiments.<binary>`), the package also makes Ctrl-C during
 the binary's imports a one-line exit (status 130); imported as a library it does nothing else.

@@ -168,6 +168,26 @@ class EstimateTest(tf.test.TestCase):
     for environ in (env(onednn='0'), env('False', 'FALSE'), env('0', 'off')):
       self.assertFalse(memory.allocator_pools(environ), environ)
 
+  def test_which_malloc_returns_and_the_margin_it_gives(self):
+    system = {'TF_ENABLE_ONEDNN_OPTS': '0', 'TF_CPU_ALLOCATOR_USE_BFC': 'false'}
+    returning = dict(system, MALLOC_MMAP_THRESHOLD_='1048576', MALLOC_TRIM_THRESHOLD_='0')
+    self.assertEqual(returning, memory.SYSTEM_ALLOCATOR)
+    self.assertTrue(memory.malloc_returns(returning))
+    self.assertTrue(memory.malloc_returns(dict(returning, MALLOC_MMAP_THRESHOLD_='65536')))
+    for environ in (system, dict(returning, MALLOC_MMAP_THRESHOLD_='33554432'),
+                    dict(returning,
+                         MALLOC_TRIM_THRESHOLD_='-1'), dict(returning, MALLOC_TRIM_THRESHOLD_='')):
+      self.assertFalse(memory.malloc_returns(environ), environ)
+    self.assertEqual(memory.estimate_margin(returning), memory.RETURNING_MARGIN)
+    self.assertEqual(memory.allocator_name(returning),
+                     "TensorFlow's system allocator, malloc returning what it frees")
+    # malloc's settings do not matter while TensorFlow's allocator pools.
+    pooled = dict(returning, TF_CPU_ALLOCATOR_USE_BFC='true')
+    self.assertEqual(memory.estimate_margin(pooled), memory.MARGIN)
+    self.assertEqual(memory.allocator_name(pooled), "TensorFlow's pooling allocator")
+    self.assertEqual(memory.estimate_margin(system), memory.MARGIN)
+    self.assertEqual(memory.allocator_name(system), "TensorFlow's system allocator")
+
   def test_an_evaluation_larger_than_a_step_adds_its_activations(self):
     # VGG11 trained at batch 8 and evaluated at batch 500 (the image tasks' least): estimated
     # 3.42 GiB against 4.69 measured when only the training steps' activations counted.
@@ -245,7 +265,8 @@ class EstimateTest(tf.test.TestCase):
     _, _, refusal = memory.plan(sizes, budget=given_back + 2**26, **common, pooling=True)
     self.assertRegex(
         refusal, r'; the system allocator \(TF_ENABLE_ONEDNN_OPTS=0 '
-        r'TF_CPU_ALLOCATOR_USE_BFC=false in the environment; slower rounds\) \([0-9.]+ GiB\)\.$')
+        r'TF_CPU_ALLOCATOR_USE_BFC=false MALLOC_MMAP_THRESHOLD_=1048576 MALLOC_TRIM_THRESHOLD_=0 '
+        r'in the environment; slower rounds\) \([0-9.]+ GiB\)\.$')
     self.assertNotIn('tff_subrounds=', refusal)
     # A lighter setting names only what it changes: with one thread asked, states on disk
     # are 'client_state_storage=disk' (was also '..., client_threads=1').
@@ -254,9 +275,24 @@ class EstimateTest(tf.test.TestCase):
     _, _, refusal = memory.plan(sizes, budget=on_disk + 2**26, **in_memory, pooling=True)
     self.assertIn('What fits: client_state_storage=disk (', refusal)
     self.assertNotIn('client_threads=1', refusal)
-    # Already on the system allocator, it is not named again.
-    _, _, refusal = memory.plan(sizes, budget=given_back // 2, **common, pooling=False)
+    # Already on the system allocator, it is not named again ...
+    _, _, refusal = memory.plan(sizes,
+                                budget=given_back // 2,
+                                **common,
+                                pooling=False,
+                                margin=memory.RETURNING_MARGIN)
     self.assertNotIn('system allocator', refusal)
+    # ... but on the system allocator with malloc's defaults, the one that returns what it
+    # frees is, where it fits (the estimate's margin: none where nothing is kept).
+    returning = memory.estimate_run(
+        sizes, **dict(common, base=base, pooling=False, margin=memory.RETURNING_MARGIN)).total
+    self.assertAlmostEqual(given_back / returning, memory.MARGIN, delta=0.01)
+    _, _, refusal = memory.plan(sizes,
+                                budget=returning + 2**26,
+                                **common,
+                                pooling=False,
+                                margin=memory.MARGIN)
+    self.assertRegex(refusal, r'; the system allocator \(.* MALLOC_TRIM_THRESHOLD_=0 in the env')
 
 
 class MeasuredTest(tf.test.TestCase):

@@ -698,10 +698,9 @@ def _check_memory(processes: dict, first_dataset: tf.data.Dataset, population: i
       budget=budget)
   if refusal:
     raise config_lib.ConfigError(refusal)
-  allocator = 'pooling' if memory.allocator_pools() else 'system'
   log(f'Memory: estimated peak {estimate.describe()}' +
       (f' of {memory.gib(available)} GiB this run may use' if available else '') +
-      f" (TensorFlow's {allocator} allocator).")
+      f' ({memory.allocator_name()}).')
   return estimate
 
 

@@ -35,6 +35,10 @@ The estimate's terms (bytes; `M` a model's trainable weights, `S` a client's sta
              keeps the in-process rounds' memory while TFF's round runs, so the two add up;
              the system allocator gives it back, so the larger of the two counts.
 
+The sum is scaled by a margin for what it does not see (`estimate_margin`): none where
+TensorFlow allocates from the C library and glibc's malloc gives back what is freed
+(`SYSTEM_ALLOCATOR`), else `MARGIN`.
+
 The constants are fitted to the peaks `python -m benchmarks.memory` measures
 (`docs/performance.md`, "Memory").
 """
@@ -90,10 +94,23 @@ TFF_WORKER_BASE = int(0.7 * GIB)
 REFUSAL_MARK = 'it would not finish'
 # The estimate's margin for what the arithmetic does not see (allocator slack, Keras).
 MARGIN = 1.1
+# ... and on the C library's allocator set to return what it frees (`RETURNING_MALLOC`), where
+# there is no slack to see (fitted: the authors' FC preset with states in memory measured 11.77
+# and 11.81 GiB against 11.86 estimated without a margin, FLARE and EC alone 5.13 against 5.09).
+RETURNING_MARGIN = 1.0
 
+# glibc's malloc keeps freed blocks below its mmap threshold in its heap for reuse, and raises
+# that threshold (up to 32 MiB) as large blocks are freed; with these it maps every block of
+# 1 MiB or more (given back when freed) and trims its heap's free top at once. Read when a
+# process starts: set in the environment, not by a running program.
+RETURNING_MALLOC = {'MALLOC_MMAP_THRESHOLD_': str(2**20), 'MALLOC_TRIM_THRESHOLD_': '0'}
 # The environment that gives TensorFlow the C library's allocator, which returns what a round
 # freed (TensorFlow reads it when it is imported): its rounds are slower (FLARE on the FC 1.7x).
-SYSTEM_ALLOCATOR = {'TF_ENABLE_ONEDNN_OPTS': '0', 'TF_CPU_ALLOCATOR_USE_BFC': 'false'}
+SYSTEM_ALLOCATOR = {
+    'TF_ENABLE_ONEDNN_OPTS': '0',
+    'TF_CPU_ALLOCATOR_USE_BFC': 'false',
+    **RETURNING_MALLOC
+}
 SYSTEM_ALLOCATOR_ENV = ' '.join(f'{name}={value}' for name, value in SYSTEM_ALLOCATOR.items())
 
 
@@ -108,6 +125,31 @@ def allocator_pools(environ: Mapping[str, str] = os.environ) -> bool:
     return {'1': True, 'true': True, '0': False, 'false': False}.get(value, default)
 
   return flag('TF_CPU_ALLOCATOR_USE_BFC', False) or flag('TF_ENABLE_ONEDNN_OPTS', True)
+
+
+def malloc_returns(environ: Mapping[str, str] = os.environ) -> bool:
+  """Whether the C library's malloc in a process with `environ` gives freed memory back as
+  `RETURNING_MALLOC` sets it (both thresholds set, at most theirs)."""
+
+  def at_most(name: str) -> bool:
+    value = environ.get(name, '').strip()
+    return value.isdigit() and int(value) <= int(RETURNING_MALLOC[name])
+
+  return all(at_most(name) for name in RETURNING_MALLOC)
+
+
+def estimate_margin(environ: Mapping[str, str] = os.environ) -> float:
+  """The estimate's margin in a process with `environ`: `RETURNING_MARGIN` where TensorFlow
+  allocates from the C library and it returns what is freed, else `MARGIN`."""
+  return RETURNING_MARGIN if not allocator_pools(environ) and malloc_returns(environ) else MARGIN
+
+
+def allocator_name(environ: Mapping[str, str] = os.environ) -> str:
+  """TensorFlow's CPU allocator in a process with `environ`, as a run's first lines name it."""
+  if allocator_pools(environ):
+    return "TensorFlow's pooling allocator"
+  return "TensorFlow's system allocator" + (', malloc returning what it frees'
+                                            if malloc_returns(environ) else '')
 
 
 def gib(num_bytes: float) -> str:
@@ -233,10 +275,11 @@ class Estimate:
   round: int
   tff: int
   floor: int
+  margin: float = MARGIN
 
   @property
   def total(self) -> int:
-    return int(MARGIN * (self.base + self.resident + self.round + self.tff))
+    return int(self.margin * (self.base + self.resident + self.round + self.tff))
 
   def describe(self) -> str:
     return (f'{gib(self.total)} GiB (base {gib(self.base)}, states and models '
@@ -255,7 +298,8 @@ def estimate_run(sizes: Mapping[str, ProcessSizes],
                  evaluates: bool = True,
                  evaluation_forward: int = 0,
                  tff_subrounds: int = 1,
-                 pooling: bool = True) -> Estimate:
+                 pooling: bool = True,
+                 margin: float = MARGIN) -> Estimate:
   """The peak of a run training `sizes`' algorithms side by side.
 
   Args:
@@ -274,6 +318,7 @@ def estimate_run(sizes: Mapping[str, ProcessSizes],
     pooling: whether TensorFlow's CPU allocator keeps what a round freed
       (`allocator_pools()`): then the in-process algorithms' rounds add to each other and
       to TFF's round; else each round's memory is given back before the next.
+    margin: the factor on the sum for what it does not see (`estimate_margin`).
   """
   here = [s for s in sizes.values() if not s.on_tff and execution == 'inprocess']
   on_tff = [s for s in sizes.values() if s.on_tff or execution != 'inprocess']
@@ -326,7 +371,8 @@ def estimate_run(sizes: Mapping[str, ProcessSizes],
                   resident=int(resident),
                   round=int(round_bytes),
                   tff=int(tff_bytes),
-                  floor=int(base + floor))
+                  floor=int(base + floor),
+                  margin=margin)
 
 
 def resident_bytes(pid: int | None = None) -> int:
@@ -475,12 +521,15 @@ def plan(sizes: Mapping[str, ProcessSizes],
          evaluation_forward: int = 0,
          tff_subrounds: int = 1,
          budget: int | None = None,
-         pooling: bool | None = None) -> tuple[Estimate, int | None, str | None]:
+         pooling: bool | None = None,
+         margin: float | None = None) -> tuple[Estimate, int | None, str | None]:
   """The run's estimate, what it may use (`budget`, else `available_bytes()`), and, when the
   estimate is larger, the one-line refusal naming the settings that would fit (None when it
   fits, or when what it may use is unknown). `pooling`: the allocator's kind (default: this
-  process's, `allocator_pools()`)."""
+  process's, `allocator_pools()`); `margin`: the estimate's (default: this process's,
+  `estimate_margin()`)."""
   pooling = allocator_pools() if pooling is None else pooling
+  margin = estimate_margin() if margin is None else margin
   common: dict[str, Any] = dict(clients_with_state=clients_with_state,
                                 clients_per_round=clients_per_round,
                                 evaluates=evaluates,
@@ -490,7 +539,8 @@ def plan(sizes: Mapping[str, ProcessSizes],
   asked: dict[str, Any] = dict(threads=threads,
                                storage=storage,
                                tff_subrounds=tff_subrounds,
-                               pooling=pooling)
+                               pooling=pooling,
+                               margin=margin)
 
   def total(**changes) -> int:
     return estimate_run(sizes, **{**common, **asked, **changes}).total
@@ -518,11 +568,13 @@ def plan(sizes: Mapping[str, ProcessSizes],
     if min(alone.values()) <= available:
       fits.append('fewer algorithms at once (alone: ' +
                   ', '.join(f'{name} {gib(t)}' for name, t in alone.items()) + ' GiB)')
-  if pooling:  # The system allocator, with the fewest of the other changes that fit.
+  system = dict(pooling=False, margin=estimate_margin(SYSTEM_ALLOCATOR))
+  if pooling or margin > system['margin']:  # SYSTEM_ALLOCATOR, with the fewest other changes.
+
     for label, changes in [('', {}), *variants.items()]:
       fitting = [
           k for k in (tff_subrounds, *subrounds)
-          if total(**changes, tff_subrounds=k, pooling=False) <= available
+          if total(**changes, tff_subrounds=k, **system) <= available
       ]
       if fitting:
         k = fitting[0]
@@ -531,7 +583,7 @@ def plan(sizes: Mapping[str, ProcessSizes],
           settings.append(f'tff_subrounds={k}')
         fits.append(f'the system allocator ({SYSTEM_ALLOCATOR_ENV} in the environment; slower '
                     'rounds)' + (f' with {", ".join(settings)}' if settings else '') +
-                    f' ({gib(total(**changes, tff_subrounds=k, pooling=False))} GiB)')
+                    f' ({gib(total(**changes, tff_subrounds=k, **system))} GiB)')
         break
   return estimate, available, (
       f'This run needs about {estimate.describe()} at its peak, more than the '
