@@ -4,6 +4,7 @@ subprocess: `tests/experiments/test_run_experiment.py`)."""
 
 import collections
 import dataclasses
+import os
 import pathlib
 import tempfile
 import time
@@ -187,6 +188,15 @@ class EstimateTest(tf.test.TestCase):
     self.assertEqual(memory.allocator_name(pooled), "TensorFlow's pooling allocator")
     self.assertEqual(memory.estimate_margin(system), memory.MARGIN)
     self.assertEqual(memory.allocator_name(system), "TensorFlow's system allocator")
+    # A process's own: as it started (what glibc read), not a variable set since.
+    os.environ['MALLOC_TRIM_THRESHOLD_'] = '0'
+    os.environ['MALLOC_MMAP_THRESHOLD_'] = '1048576'
+    try:
+      self.assertNotIn('MALLOC_TRIM_THRESHOLD_', memory.start_environment())
+      self.assertFalse(memory.malloc_returns())
+    finally:
+      del os.environ['MALLOC_TRIM_THRESHOLD_'], os.environ['MALLOC_MMAP_THRESHOLD_']
+    self.assertEqual(memory.start_environment()['PATH'], os.environ['PATH'])
 
   def test_an_evaluation_larger_than_a_step_adds_its_activations(self):
     # VGG11 trained at batch 8 and evaluated at batch 500 (the image tasks' least): estimated

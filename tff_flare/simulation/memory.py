@@ -127,9 +127,22 @@ def allocator_pools(environ: Mapping[str, str] = os.environ) -> bool:
   return flag('TF_CPU_ALLOCATOR_USE_BFC', False) or flag('TF_ENABLE_ONEDNN_OPTS', True)
 
 
-def malloc_returns(environ: Mapping[str, str] = os.environ) -> bool:
-  """Whether the C library's malloc in a process with `environ` gives freed memory back as
-  `RETURNING_MALLOC` sets it (both thresholds set, at most theirs)."""
+def start_environment() -> Mapping[str, str]:
+  """The environment this process started with (`/proc/self/environ`), which is what glibc
+  read; `os.environ` where there is none. A variable set since is not in it."""
+  try:
+    raw = pathlib.Path('/proc/self/environ').read_bytes()
+  except OSError:
+    return os.environ
+  pairs = (entry.split(b'=', 1) for entry in raw.split(b'\0') if b'=' in entry)
+  return {name.decode(errors='replace'): value.decode(errors='replace') for name, value in pairs}
+
+
+def malloc_returns(environ: Mapping[str, str] | None = None) -> bool:
+  """Whether the C library's malloc in a process with `environ` (default: this one's, as it
+  started, `start_environment`) gives freed memory back as `RETURNING_MALLOC` sets it (both
+  thresholds set, at most theirs)."""
+  environ = start_environment() if environ is None else environ
 
   def at_most(name: str) -> bool:
     value = environ.get(name, '').strip()
@@ -138,15 +151,17 @@ def malloc_returns(environ: Mapping[str, str] = os.environ) -> bool:
   return all(at_most(name) for name in RETURNING_MALLOC)
 
 
-def estimate_margin(environ: Mapping[str, str] = os.environ) -> float:
-  """The estimate's margin in a process with `environ`: `RETURNING_MARGIN` where TensorFlow
-  allocates from the C library and it returns what is freed, else `MARGIN`."""
-  return RETURNING_MARGIN if not allocator_pools(environ) and malloc_returns(environ) else MARGIN
+def estimate_margin(environ: Mapping[str, str] | None = None) -> float:
+  """The estimate's margin in a process with `environ` (default: this one's): `RETURNING_MARGIN`
+  where TensorFlow allocates from the C library and it returns what is freed, else `MARGIN`."""
+  pools = allocator_pools() if environ is None else allocator_pools(environ)
+  return RETURNING_MARGIN if not pools and malloc_returns(environ) else MARGIN
 
 
-def allocator_name(environ: Mapping[str, str] = os.environ) -> str:
-  """TensorFlow's CPU allocator in a process with `environ`, as a run's first lines name it."""
-  if allocator_pools(environ):
+def allocator_name(environ: Mapping[str, str] | None = None) -> str:
+  """TensorFlow's CPU allocator in a process with `environ` (default: this one's), as a run's
+  first lines name it."""
+  if allocator_pools() if environ is None else allocator_pools(environ):
     return "TensorFlow's pooling allocator"
   return "TensorFlow's system allocator" + (', malloc returning what it frees'
                                             if malloc_returns(environ) else '')
