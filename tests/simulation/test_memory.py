@@ -189,13 +189,22 @@ class EstimateTest(tf.test.TestCase):
     self.assertEqual(memory.estimate_margin(system), memory.MARGIN)
     self.assertEqual(memory.allocator_name(system), "TensorFlow's system allocator")
     # A process's own: as it started (what glibc read), not a variable set since.
-    os.environ['MALLOC_TRIM_THRESHOLD_'] = '0'
-    os.environ['MALLOC_MMAP_THRESHOLD_'] = '1048576'
+    started = dict(memory.start_environment())
+    later = {'TFF_FLARE_SET_AFTER_START': '1'}
+    if not memory.malloc_returns(started):
+      later.update(memory.RETURNING_MALLOC)
+    saved = {name: os.environ.get(name) for name in later}
+    os.environ.update(later)
     try:
-      self.assertNotIn('MALLOC_TRIM_THRESHOLD_', memory.start_environment())
-      self.assertFalse(memory.malloc_returns())
+      self.assertNotIn('TFF_FLARE_SET_AFTER_START', memory.start_environment())
+      self.assertTrue(memory.malloc_returns(os.environ))
+      self.assertEqual(memory.malloc_returns(), memory.malloc_returns(started))
     finally:
-      del os.environ['MALLOC_TRIM_THRESHOLD_'], os.environ['MALLOC_MMAP_THRESHOLD_']
+      for name, value in saved.items():
+        if value is None:
+          del os.environ[name]
+        else:
+          os.environ[name] = value
     self.assertEqual(memory.start_environment()['PATH'], os.environ['PATH'])
 
   def test_an_evaluation_larger_than_a_step_adds_its_activations(self):

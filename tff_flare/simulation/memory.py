@@ -96,7 +96,7 @@ REFUSAL_MARK = 'it would not finish'
 MARGIN = 1.1
 # ... and on the C library's allocator set to return what it frees (`RETURNING_MALLOC`), where
 # there is no slack to see (fitted: the authors' FC preset with states in memory measured 11.77
-# and 11.81 GiB against 11.86 estimated without a margin, FLARE and EC alone 5.13 against 5.09).
+# and 11.81 GiB against 11.86 estimated without a margin, FLARE and EC alone 5.13 against 5.08).
 RETURNING_MARGIN = 1.0
 
 # glibc's malloc keeps freed blocks below its mmap threshold in its heap for reuse, and raises
