@@ -42,6 +42,7 @@ import tensorflow_datasets as tfds
 import tensorflow_federated as tff
 
 from tff_flare.simulation import files
+from tff_flare.tasks import partitions
 
 IMAGE_DATASETS = {'mnist': (28, 28, 1), 'cifar10': (32, 32, 3), 'cifar100': (32, 32, 3)}
 NUM_CLASSES = {'mnist': 10, 'cifar10': 10, 'cifar100': 100}
@@ -296,7 +297,7 @@ def _load_keras(name: str) -> ImageArrays:
         "MNIST) or source=imagefolder.") from e
   if x_train.ndim == 3:  # MNIST: [N, 28, 28] without the channel axis.
     x_train, x_test = x_train[..., None], x_test[..., None]
-  return ImageArrays(x_train, _label_vector(y_train), x_test, _label_vector(y_test))
+  return ImageArrays(x_train, y_train, x_test, y_test)
 
 
 def _load_tfds(name: str, data_dir: str | None) -> ImageArrays:
@@ -345,13 +346,7 @@ def _load_npz(path: pathlib.Path) -> ImageArrays:
                           f'{type(e).__name__}: {_one_line(e)})') from e
   if x_train.ndim == 3:  # Keras MNIST: [N, 28, 28] without the channel axis.
     x_train, x_test = x_train[..., None], x_test[..., None]
-  return ImageArrays(x_train, _label_vector(y_train), x_test, _label_vector(y_test))
-
-
-def _label_vector(labels: np.ndarray) -> np.ndarray:
-  """[N, 1] labels (Keras's CIFAR layout) as [N]; any other shape as it is, for
-  `_check_images` to refuse (flattening [N, 10] one-hot labels would make 10 N labels)."""
-  return labels[:, 0] if labels.ndim == 2 and labels.shape[1] == 1 else labels
+  return ImageArrays(x_train, y_train, x_test, y_test)
 
 
 def _check_declared_sizes(data: np.lib.npyio.NpzFile, path: pathlib.Path) -> None:
@@ -493,6 +488,9 @@ def _check_images(arrays: ImageArrays, shape: tuple[int, ...], num_classes: int,
   [0, num_classes), per split."""
   for split in ('train', 'test'):
     x, y = getattr(arrays, f'x_{split}'), getattr(arrays, f'y_{split}')
+    if y.ndim == 2 and y.shape[1] == 1:  # Keras's CIFAR layout, [N, 1].
+      y = partitions.label_vector(y)
+      setattr(arrays, f'y_{split}', y)
     if tuple(x.shape[1:]) != shape or len(x) != len(y) or y.ndim != 1:
       one_hot = y.ndim == 2 and y.shape[1] == num_classes
       raise DataSourceError(

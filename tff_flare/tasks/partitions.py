@@ -34,7 +34,7 @@ def _check_clients(num_examples: int, num_clients: int) -> None:
                      f'[1, {num_examples}] (the number of examples), got {num_clients}.')
 
 
-def _label_vector(labels: np.ndarray) -> np.ndarray:
+def label_vector(labels: np.ndarray) -> np.ndarray:
   """Class indices [N] (or [N, 1]) as [N]; other shapes refused: flattening one-hot [N, C]
   labels would partition C N examples that do not exist."""
   labels = np.asarray(labels)
@@ -72,7 +72,7 @@ def dirichlet(labels: np.ndarray,
 
   Draws are repeated (up to 100 times) until every client has at least `min_size` examples.
   """
-  labels = _label_vector(labels)
+  labels = label_vector(labels)
   _check_clients(len(labels), num_clients)
   if not alpha > 0:
     raise ValueError(f'alpha must be > 0, got {alpha}.')
@@ -121,7 +121,7 @@ def class_imbalance(labels: np.ndarray,
                     seed: int,
                     size: int | None = None) -> list[np.ndarray]:
   """Client i: `dominant_fraction` of its `size` examples from class `i mod C`, rest uniform."""
-  labels = _label_vector(labels)
+  labels = label_vector(labels)
   _check_clients(len(labels), num_clients)
   if not 0.0 <= dominant_fraction <= 1.0:
     raise ValueError(f'dominant_fraction must be in [0, 1], got {dominant_fraction}.')
@@ -154,7 +154,7 @@ def build(kind: str,
           dominant_fraction: float = 0.8,
           size: int | None = None) -> list[np.ndarray]:
   """Dispatches to the partition `kind` (one of `PARTITIONS`)."""
-  labels = _label_vector(labels)
+  labels = label_vector(labels)
   if kind == 'contiguous':
     return contiguous(len(labels), num_clients, size)
   if kind == 'iid':
