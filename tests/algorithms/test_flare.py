@@ -247,19 +247,24 @@ class FlarePenaltyTest(tf.test.TestCase):
     self.w = [tf.constant([0.5, -1.0, 2.0]), tf.constant([[1.0, 0.0], [0.0, 3.0]])]
     self.s = [tf.constant([0.0, -1.0, 1.0]), tf.constant([[1.0, 1.0], [1.0, 1.0]])]
     self.a = [tf.constant([1.0, 0.5, 0.0]), tf.constant([[0.0, -2.0], [0.5, 1.0]])]
+    self.thresholds = [tf.constant(0.5), tf.constant(0.4)]  # |a| > theta, strictly:
+    self.masks = [tf.constant([1.0, 0.0, 0.0]), tf.constant([[0.0, 1.0], [1.0, 1.0]])]
     self.targets = [s + a for s, a in zip(self.s, self.a)]
-    self.masks = [tf.constant([1.0, 0.0, 1.0]), tf.constant([[0.0, 1.0], [1.0, 1.0]])]
     self.tau = tf.constant(0.25)
+
+  def gradient(self, weights, thresholds=None):
+    return flare.flare_penalty_gradient(weights, self.s, self.a, thresholds or self.thresholds,
+                                        self.tau)
 
   def test_value_by_hand(self):
     # targets: [1.0, -0.5, 1.0] and [[1, -1], [1.5, 2]].
-    # masked |w - target|: |0.5-1| + |2-1| = 1.5 and |0+1| + |0-1.5| + |3-2| = 3.5.
+    # masked |w - target|: |0.5-1| = 0.5 and |0+1| + |0-1.5| + |3-2| = 3.5.
     value = flare.flare_penalty(self.w, self.targets, self.masks, self.tau)
-    self.assertAllClose(value, 0.25 * 5.0)
+    self.assertAllClose(value, 0.25 * 4.0)
 
   def test_gradient_by_hand_and_by_autodiff(self):
-    grads = flare.flare_penalty_gradient(self.w, self.targets, self.masks, self.tau)
-    self.assertAllEqual(grads[0], [-0.25, 0.0, 0.25])
+    grads = self.gradient(self.w)
+    self.assertAllEqual(grads[0], [-0.25, 0.0, 0.0])
     self.assertAllEqual(grads[1], [[0.0, 0.25], [-0.25, 0.25]])
     variables = [tf.Variable(w) for w in self.w]
     with tf.GradientTape() as tape:
@@ -268,15 +273,28 @@ class FlarePenaltyTest(tf.test.TestCase):
       self.assertAllEqual(autodiff, closed_form)
 
   def test_gradient_is_zero_at_the_target(self):
-    grads = flare.flare_penalty_gradient(self.targets, self.targets, self.masks, self.tau)
-    for g in grads:
+    for g in self.gradient(self.targets):
       self.assertAllEqual(g, tf.zeros_like(g))
 
   def test_first_step_gradient_is_minus_tau_mask_sign_a(self):
     # At w = s, the gradient is -tau * m * sign(a) (`docs/faithfulness.md`, FLARE's pull).
-    grads = flare.flare_penalty_gradient(self.s, self.targets, self.masks, self.tau)
-    for g, m, a in zip(grads, self.masks, self.a):
+    for g, m, a in zip(self.gradient(self.s), self.masks, self.a):
       self.assertAllEqual(g, -self.tau * m * tf.sign(a))
+
+  def test_no_term_for_an_unregularized_tensor(self):
+    grads = self.gradient(self.w, [None, self.thresholds[1]])
+    self.assertIsNone(grads[0])
+    self.assertAllEqual(grads[1], [[0.0, 0.25], [-0.25, 0.25]])
+
+  def test_threshold_is_the_masks(self):
+    a = tf.constant(np.random.default_rng(3).normal(size=(40, 7)).astype(np.float32))
+    for t in (0.0, 30.0, 50.0, 100.0):
+      self.assertAllEqual(flare.percentile_mask(a, t),
+                          tf.cast(tf.abs(a) > flare.mask_threshold(a, t), tf.float32))
+      self.assertAllEqual(
+          flare.flare_penalty_gradient([tf.zeros_like(a)], [tf.zeros_like(a)], [a],
+                                       [flare.mask_threshold(a, t)], self.tau)[0],
+          -self.tau * flare.percentile_mask(a, t) * tf.sign(a))
 
 
 if __name__ == '__main__':

@@ -102,6 +102,21 @@ class NativeKernelsTest(tf.test.TestCase, parameterized.TestCase):
     # Bit for bit, signs of zeros included.
     self.assertAllEqual(np.signbit(native[1]), np.signbit(plain[1]))
 
+  def test_pull_same_values_as_tensorflow(self):
+    rng = np.random.default_rng(2)
+    w, s, a = (rng.normal(size=(600, 300)).astype(np.float32) for _ in range(3))
+    w[0, :4] = s[0, :4] + a[0, :4]  # w - (s + a) = 0: sign 0.
+    w[1, 0], a[1, 1], s[1, 2], w[1, 3] = np.nan, np.nan, np.inf, -np.inf  # NaN propagates.
+    a[2, :3] = [0.0, -0.0, 0.5]  # Exactly at the threshold: not pulled.
+    threshold, tau = tf.constant(0.5), tf.constant(0.03)
+    native, plain = self._both(lambda w, s, a: selection.masked_sign_pull(w, s, a, threshold, tau),
+                               *map(tf.constant, (w, s, a)))
+    self.assertAllEqual(np.isnan(native), np.isnan(plain))
+    self.assertTrue(np.isnan(native[1, 1]))
+    self.assertAllEqual(np.nan_to_num(native), np.nan_to_num(plain))
+    self.assertAllEqual(np.signbit(native), np.signbit(plain))  # Signs of zeros too.
+    self.assertAllClose(np.unique(np.nan_to_num(native[2:])), [-0.03, 0.0, 0.03])
+
   def test_only_inside_the_block(self):
     x = tf.constant(_cases()['normal'])
     with selection.native_kernels():

@@ -79,11 +79,15 @@ def percentile_index(num_elements: int, mask_percentile: float) -> int:
   return int(np.clip(np.round(position), 0, num_elements - 1))
 
 
+def mask_threshold(accumulator: tf.Tensor, mask_percentile: float) -> tf.Tensor:
+  """`theta`, the `mask_percentile`-th percentile of `|a|` (tfp's 'nearest'), a scalar."""
+  index = percentile_index(accumulator.shape.num_elements(), mask_percentile)
+  return selection.kth_smallest_magnitude(accumulator, index)
+
+
 def percentile_mask(accumulator: tf.Tensor, mask_percentile: float) -> tf.Tensor:
   """FLARE's mask of one tensor: `1[|a| > percentile_t(|a|)]`, float, shaped like `a`."""
-  index = percentile_index(accumulator.shape.num_elements(), mask_percentile)
-  threshold = selection.kth_smallest_magnitude(accumulator, index)
-  return selection.magnitude_mask(accumulator, threshold)
+  return selection.magnitude_mask(accumulator, mask_threshold(accumulator, mask_percentile))
 
 
 def flare_masks(accumulator, regularized, mask_percentile: float):
@@ -106,9 +110,23 @@ def flare_penalty(weights, targets, masks, tau: tf.Tensor) -> tf.Tensor:
   return tau * tf.add_n(terms)
 
 
-def flare_penalty_gradient(weights, targets, masks, tau: tf.Tensor):
-  """Gradient of `flare_penalty` with respect to `weights`: `tau * m * sign(w - target)`."""
-  return [tau * (m * tf.sign(w - t)) for w, t, m in zip(weights, targets, masks)]
+def flare_penalty_gradient(weights, server, accumulator, thresholds, tau: tf.Tensor):
+  """Gradient of `flare_penalty` at `weights` (targets `s + a`, masks `1[|a| > theta]`):
+  `tau * m * sign(w - (s + a))` per tensor, None for a tensor without a pull (threshold None).
+
+  Made from the server weights, the accumulator and one threshold per tensor at every step,
+  so that neither the masks nor the targets are held through the local steps (on the authors'
+  FC they would be two more model-sized tensors per client thread).
+
+  Args:
+    weights, server, accumulator: lists of tensors of one shape each (`w`, `s`, `a`).
+    thresholds: a list of scalars (`mask_threshold`) or None (an unregularized tensor).
+    tau: the round's strength.
+  """
+  return [
+      None if theta is None else selection.masked_sign_pull(w, s, a, theta, tau)
+      for w, s, a, theta in zip(weights, server, accumulator, thresholds)
+  ]
 
 
 def flare_pull(*, regularized: list[bool], mask_percentile: float, reg_steps,
@@ -117,11 +135,14 @@ def flare_pull(*, regularized: list[bool], mask_percentile: float, reg_steps,
 
   def penalty(server_weights, client_state, params) -> local_training.Penalty:
     accumulator = client_state[error_feedback.ACCUMULATOR]
-    masks = flare_masks(accumulator, regularized, mask_percentile)
-    targets = [s + a for s, a in zip(server_weights.trainable, accumulator)]
+    thresholds = [
+        mask_threshold(a, mask_percentile) if reg else None
+        for a, reg in zip(accumulator, regularized)
+    ]
+    server = list(server_weights.trainable)
     tau = params['tau']
     return local_training.Penalty(
-        gradient_fn=lambda w: flare_penalty_gradient(w, targets, masks, tau),
+        gradient_fn=lambda w: flare_penalty_gradient(w, server, accumulator, thresholds, tau),
         steps=reg_steps,
         restart_optimizer=restart_optimizer_after_reg_steps)
 

@@ -33,8 +33,9 @@ import tensorflow_federated as tff
 from tff_flare.algorithms import batches
 from tff_flare.algorithms import hyperparameters
 
-# Maps the current trainable weights (a list of tensors) to the penalty's gradient.
-PenaltyGradientFn = Callable[[list[tf.Tensor]], list[tf.Tensor]]
+# Maps the current trainable weights (a list of tensors) to the penalty's gradient, a tensor
+# per weight or None where the penalty does not depend on it.
+PenaltyGradientFn = Callable[[list[tf.Tensor]], list[tf.Tensor | None]]
 
 ALL_STEPS = 'all'  # `Penalty.steps` (FLARE's `reg_steps`): every local step.
 
@@ -118,10 +119,10 @@ def train_locally(
     gradients = [tf.convert_to_tensor(g) for g in tape.gradient(output.loss, trainable)]
     weights = [tf.convert_to_tensor(v) for v in trainable]
     if penalty is not None and penalty.steps == ALL_STEPS:
-      gradients = [g + p for g, p in zip(gradients, penalty.gradient_fn(weights))]
+      gradients = _add_penalty(gradients, penalty.gradient_fn(weights))
     elif penalty is not None:
       gradients = tf.cond(tf.less(step_num, penalty.steps),
-                          lambda: [g + p for g, p in zip(gradients, penalty.gradient_fn(weights))],
+                          lambda: _add_penalty(gradients, penalty.gradient_fn(weights)),
                           lambda: list(gradients))
       if penalty.restart_optimizer:
         optimizer_state = tf.cond(tf.equal(step_num, penalty.steps),
@@ -140,6 +141,10 @@ def train_locally(
   return LocalTrainingResult(trainable_weights=[tf.convert_to_tensor(v) for v in trainable],
                              num_examples=num_examples,
                              num_steps=num_steps)
+
+
+def _add_penalty(gradients: list[tf.Tensor], terms: list[tf.Tensor | None]) -> list[tf.Tensor]:
+  return [g if p is None else g + p for g, p in zip(gradients, terms)]
 
 
 def model_delta(result: LocalTrainingResult, server_weights) -> list[tf.Tensor]:

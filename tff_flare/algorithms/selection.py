@@ -19,7 +19,7 @@ with a cheap pass and then select exactly among a small candidate set. Results e
 Small tensors go straight to `top_k` / `NthElement`.
 
 The algorithms call the magnitude functions below (`kth_largest_magnitude`,
-`kth_smallest_magnitude`, `magnitude_mask`, `split_by_magnitude`). Inside
+`kth_smallest_magnitude`, `magnitude_mask`, `split_by_magnitude`, `masked_sign_pull`). Inside
 `native_kernels()` (the in-process execution traces its client work there) they run as the
 compiled kernels of `kernels/magnitude_ops.cc`, when `make kernels` has built them: each a
 single pass or two over memory, instead of TensorFlow's several ops with a fresh output each.
@@ -154,3 +154,14 @@ def split_by_magnitude(x: tf.Tensor, threshold: tf.Tensor):
     return ops.split_by_magnitude(x, threshold)
   above = tf.where(tf.abs(x) > threshold, x, tf.zeros_like(x))
   return above, x - above, tf.math.count_nonzero(above, dtype=tf.int64)
+
+
+def masked_sign_pull(w: tf.Tensor, s: tf.Tensor, a: tf.Tensor, threshold: tf.Tensor,
+                     tau: tf.Tensor) -> tf.Tensor:
+  """`tau * (1[|a| > threshold] * sign(w - (s + a)))`, shaped like `w` (FLARE's pull
+  gradient, `flare`): the compiled kernel makes it in one pass, without the mask or the target
+  `s + a` as tensors of their own; the TensorFlow ops give the same values."""
+  ops = _native()
+  if ops is not None:
+    return ops.masked_sign_pull(w, s, a, threshold, tau)
+  return tau * (magnitude_mask(a, threshold) * tf.sign(w - (s + a)))
