@@ -390,10 +390,13 @@ VGG11_CIFAR10_AUTHORS_SPLIT = spec.Figure(
     paper='FLARE: deep networks, VGG on CIFAR-10 (their VGG_11_16_19 driver)',
     # One process per algorithm, from one initial model (model seed 0; the authors' VGG is
     # unseeded), FLARE and EC first: `reproduce --until_round=N` takes each to N in turn.
+    # FedAvg to 200 as the reference; EF21 to 200, as the cores allow (30 s a round on a
+    # 90 GFLOP/s machine: 400 rounds do not fit a session, and a checkpoint does not outlive
+    # its machine).
     grids=tuple(
         Grid(f'seed0_{a}',
              dict(VGG11_AUTHORS_SPLIT, algorithms=a),
-             200 if a == 'fedavg' else 400,
+             200 if a in ('fedavg', 'ef21_dense') else 400,
              joins=None if a == 'flare' else 'seed0_flare')
         for a in ('flare', 'ec', 'fedavg', 'ef21_dense')),
     draw=(spec.SeedCurves(
@@ -409,7 +412,7 @@ VGG11_CIFAR10_AUTHORS_SPLIT = spec.Figure(
     image='curves.png',
     differs="A stand-in: VGG11 where the paper reports VGG16; each local step sees 8 images "
     "where the authors' sees 500 (lr and momentum theirs, for batch 500); one initial model; "
-    '400 rounds (FedAvg 200) where the paper reads rounds 410 and 1,000.')
+    '400 rounds (FedAvg and EF21 200) where the paper reads rounds 410 and 1,000.')
 
 GRU_SHAKESPEARE_SHORT = spec.Figure(
     name='gru_shakespeare_short',
@@ -641,7 +644,7 @@ _VGG = Select(('vgg11_cifar10_authors_split',))
 _GRU = Select(('gru_shakespeare_short',))
 # The rounds the deep models' claims read: the runs' declared lengths (the shows add the
 # rounds the first pieces reached).
-_VGG_ROUND, _GRU_ROUND = 400, 300
+_VGG_ROUND, _VGG_EF21_ROUND, _GRU_ROUND = 400, 200, 300
 _NAMES = dict(fedavg='FedAvg',
               flare='FLARE',
               ec='EC',
@@ -667,15 +670,21 @@ def _final(algorithm, select, round_num, label, **args):
              **args)
 
 
-def _above(selects, below, round_num=None, margin='ZERO', label=''):
-  """A comparative sentence's two tests: FLARE's final window above the best of `below` by
-  more than `margin` in every seed, and FLARE first to the target in every seed."""
+def _leads(selects, below, round_num=None, margin='ZERO', label=''):
+  """FLARE's final window above the best of `below` by more than `margin` in every seed."""
   names = ', '.join(_NAMES[a] for a in below)
   at = 'the last evaluation all reached' if round_num is None else f'round {round_num}'
-  return (Test(
+  return Test(
       Measure('leads', f'FLARE over the best of {names}, final windows to {at}{label}',
               dict(selects=selects, above='flare', below=below, round=round_num, margin=margin)),
-      '==', 'ALL'),
+      '==', 'ALL')
+
+
+def _above(selects, below, round_num=None, margin='ZERO', label=''):
+  """A comparative sentence's two tests: FLARE's final window above the best of `below` by
+  more than `margin` in every seed (`_leads`), and FLARE first to the target in every seed."""
+  names = ', '.join(_NAMES[a] for a in below)
+  return (_leads(selects, below, round_num, margin, label),
           Test(
               Measure('sooner', f'rounds to 90 % of the lowest final window of FLARE and {names}'
                       f'{label}', dict(selects=selects,
@@ -714,7 +723,12 @@ def _f3(name, claim, here, figure, shown_rounds):
 _F6_ABOVE = _above(_UNAVAILABLE, ('ec', 'ef21_dense'))
 _F7_ABOVE = _above((_IMBALANCE,), ('ec', 'ef21_dense'), 300)
 _F8_ABOVE = _above((_EPOCHS[4], _EPOCHS[8]), ('ec',), 300)
-_VGG_ABOVE = _above((_VGG,), ('ec', 'ef21_dense'), _VGG_ROUND, margin='NEAR')
+# F4: FLARE above EC at round 400 and above EF21 at its round 200, by more than NEAR; first to
+# the target against EC. Not against EF21: where one method never leaves the initial model's
+# accuracy (chance), 90 % of its final window is reached by the initial model, at round 0 by
+# every method, and no one is first.
+_VGG_ABOVE = (_above((_VGG,), ('ec',), _VGG_ROUND, margin='NEAR') +
+              (_leads((_VGG,), ('ef21_dense',), _VGG_EF21_ROUND, margin='NEAR'),))
 _LEAD_EARLY = Measure(
     'lead_rounds', 'evaluations at which FLARE is above EC in every seed at '
     'R = 0.001 and 0.0001 %',
@@ -803,20 +817,21 @@ CLAIMS = (
         'this machine: docs/performance.md).', 'mnist_fc_full', (300,)),
     spec.Claim('F4',
                _quotes('F4'),
-               'FLARE learns while EC and EF21 stay low: FLARE above both by more than '
-               'NEAR, and first to the target',
+               'FLARE learns while EC and EF21 stay low: FLARE above EC (round 400) and EF21 '
+               '(round 200) by more than NEAR, and first to the target against EC',
                "A stand-in: VGG11 (the paper: VGG16) on CIFAR-10, the authors' 4 clients of 12,500 "
                "images, 25 steps of 8 images a round (the authors': 500), one initial model, 400 "
-               'rounds (the paper reads rounds 410 and 1,000). It can show whether FLARE learns '
-               "where EC and EF21 do not, not the paper's accuracies.",
+               'rounds (EF21 200; the paper reads rounds 410 and 1,000). It can show whether '
+               "FLARE learns where EC and EF21 do not, not the paper's accuracies.",
                ('vgg11_cifar10_authors_split',),
                holds=_VGG_ABOVE,
-               partly=_above((_VGG,), ('ec', 'ef21_dense'), _VGG_ROUND),
+               partly=_above((_VGG,), ('ec',), _VGG_ROUND) +
+               (_leads((_VGG,), ('ef21_dense',), _VGG_EF21_ROUND),),
                shows=tuple(
                    _at(a, _VGG, r, f'{name}, round {r}')
                    for a, name in (('fedavg', 'FedAvg'), ('flare', 'FLARE'), ('ec', 'EC'),
                                    ('ef21_dense', 'EF21'))
-                   for r in ((200,) if a == 'fedavg' else (200, _VGG_ROUND)))),
+                   for r in ((200,) if a in ('fedavg', 'ef21_dense') else (200, _VGG_ROUND)))),
     spec.Claim(
         'F5',
         _quotes('F5'), "FLARE's test loss within NEAR_LOSS of FedAvg's at every evaluation of "
