@@ -15,7 +15,9 @@
   (gRPC's `Kick failed: eventfd_write: Bad file descriptor`), a line after the one line.
   An error of a kind not in `EXIT_STATUS` keeps its traceback (stderr is muted only after).
 * Ctrl-C exits 130 with a line (`cleanup.install_process_cleanup`, which `main` calls with
-  the resume advice); during the imports before it, `experiments/__init__.py` does the same.
+  the resume advice): while a run's rounds go on, after the round it is in and that round's
+  checkpoint (a second Ctrl-C: at once); during the imports before it,
+  `experiments/__init__.py` exits at once.
 """
 
 import os
@@ -197,6 +199,8 @@ def run(main: Callable[[list[str]], int | None]) -> None:
         if holder.value:
           config_lib.check_path_form(holder.value, f'--{holder.name}')
       status = main(argv)
+    except KeyboardInterrupt as e:  # A run stopped between rounds (`hooks.StopOnInterrupt`).
+      cleanup.exit_interrupted(str(e) or 'Interrupted.')
     except Exception as e:  # pylint: disable=broad-except
       status = report(e)
     mute_stderr_for_shutdown()

@@ -727,8 +727,8 @@ _F8_ABOVE = _above((_EPOCHS[4], _EPOCHS[8]), ('ec',), 300)
 # the target against EC. Not against EF21: where one method never leaves the initial model's
 # accuracy (chance), 90 % of its final window is reached by the initial model, at round 0 by
 # every method, and no one is first.
-_VGG_ABOVE = (_above((_VGG,), ('ec',), _VGG_ROUND, margin='NEAR') +
-              (_leads((_VGG,), ('ef21_dense',), _VGG_EF21_ROUND, margin='NEAR'),))
+_VGG_ABOVE = (_above((_VGG,), ('ec',), _VGG_ROUND, margin='NEAR') + (_leads(
+    (_VGG,), ('ef21_dense',), _VGG_EF21_ROUND, margin='NEAR'),))
 _LEAD_EARLY = Measure(
     'lead_rounds', 'evaluations at which FLARE is above EC in every seed at '
     'R = 0.001 and 0.0001 %',
@@ -825,8 +825,8 @@ CLAIMS = (
                "FLARE learns where EC and EF21 do not, not the paper's accuracies.",
                ('vgg11_cifar10_authors_split',),
                holds=_VGG_ABOVE,
-               partly=_above((_VGG,), ('ec',), _VGG_ROUND) +
-               (_leads((_VGG,), ('ef21_dense',), _VGG_EF21_ROUND),),
+               partly=_above((_VGG,), ('ec',), _VGG_ROUND) + (_leads(
+                   (_VGG,), ('ef21_dense',), _VGG_EF21_ROUND),),
                shows=tuple(
                    _at(a, _VGG, r, f'{name}, round {r}')
                    for a, name in (('fedavg', 'FedAvg'), ('flare', 'FLARE'), ('ec', 'EC'),

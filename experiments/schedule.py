@@ -355,6 +355,46 @@ class _Running:
   beside_others: bool
 
 
+# How long `_stop_runs` waits for a run to end its round: this many of its rounds, at least
+# `STOP_WAIT_S` seconds.
+STOP_WAIT_ROUNDS = 3
+STOP_WAIT_S = 60.0
+
+
+def _signal_runs(processes, signum: int) -> None:
+  for process in processes:
+    try:
+      os.killpg(process.pid, signum)
+    except ProcessLookupError:
+      pass
+
+
+def _stop_runs(running: dict[subprocess.Popen, pathlib.Path]) -> None:
+  """Stops the runs as Ctrl-C does (each resumes): each ends after the round it is in, once
+  that round is checkpointed, and is waited for up to `STOP_WAIT_ROUNDS` of its rounds (at
+  least `STOP_WAIT_S`); then, or at a second Ctrl-C here, a second Ctrl-C stops each at once
+  (losing its rounds since its last checkpoint), and a run still there `STOP_WAIT_S` later is
+  killed."""
+  _signal_runs(running, signal.SIGINT)
+  try:
+    for process, run_dir in running.items():
+      seconds = run_files.seconds_per_round(run_dir) or 0.0
+      try:
+        process.wait(timeout=max(STOP_WAIT_S, STOP_WAIT_ROUNDS * seconds))
+      except subprocess.TimeoutExpired:
+        break
+  except KeyboardInterrupt:
+    pass
+  left = [process for process in running if process.poll() is None]
+  _signal_runs(left, signal.SIGINT)
+  for process in left:
+    try:
+      process.wait(timeout=STOP_WAIT_S)
+    except subprocess.TimeoutExpired:
+      _signal_runs([process], signal.SIGKILL)
+      process.wait()
+
+
 def _memory_left() -> int | None:
   """What the runs may use together: what this process may use, less what it holds."""
   available = memory.available_bytes()
@@ -512,16 +552,7 @@ def execute(runs: Sequence[tuple[spec.Figure, spec.Run]],
           log(f'{figure.name}/{run.name}: failed ({failure(process.returncode, log_path)}) '
               f'(log: {log_path})')
   finally:
-    for process in running:  # Interrupted: the runs stop as on Ctrl-C (each resumes).
-      try:
-        os.killpg(process.pid, signal.SIGINT)
-      except ProcessLookupError:
-        pass
-    for process in running:
-      try:
-        process.wait(timeout=60)
-      except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
+    _stop_runs({process: results / e.figure.name / e.run.name for process, e in running.items()})
   if not failed:
     return 0
   return 2 if all(code == 2 for code in failed) else 1

@@ -9,6 +9,7 @@ import csv
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -23,7 +24,7 @@ _BINARY = [sys.executable, '-m', 'experiments.run_experiment']
 # TFF's own algorithms on TFF's runtime beside these: tests/execution/test_inprocess.py.
 _FLAGS = [
     '--task=digits_demo', '--algorithms=flare,ec_ffl', '--clients_per_round=3', '--rounds=4',
-    '--eval_every=2', '--checkpoint_every=1', '--execution=inprocess'
+    '--eval_every=2', '--checkpoint_every=10', '--execution=inprocess'
 ]
 
 
@@ -47,7 +48,7 @@ def _rows(output_dir):
 
 class ResumeTest(tf.test.TestCase):
 
-  def test_killed_in_process_run_resumes_with_identical_results(self):
+  def test_interrupted_run_loses_no_round_and_resumes_with_identical_results(self):
     base = self.get_temp_dir()
     whole = os.path.join(base, 'whole')
     result = _run(_FLAGS + [f'--output_dir={whole}'])
@@ -61,21 +62,52 @@ class ResumeTest(tf.test.TestCase):
                              stderr=subprocess.PIPE,
                              text=True)
     for line in child.stdout:
-      if line.startswith('round 2 '):
+      if line.startswith('round 0 '):
         break
-    child.send_signal(signal.SIGINT)  # Ctrl-C after round 2 was checkpointed.
+    # Ctrl-C after round 0, before a checkpoint is due (every 10 rounds): the run ends the
+    # round it is in and checkpoints it.
+    child.send_signal(signal.SIGINT)
     start = time.monotonic()
     _, stderr = child.communicate(timeout=120)
     self.assertLess(time.monotonic() - start, 60)  # Exits promptly.
     self.assertEqual(child.returncode, 130, stderr[-2000:])
-    self.assertIn('resume', stderr)
+    self.assertIn('stopping after this round', stderr)
+    stopped = re.search(
+        r'Interrupted at round (\d); called again, the run resumes from its '
+        r'checkpoint after round (\d)\.', stderr)
+    self.assertIsNotNone(stopped, stderr[-2000:])
+    self.assertEqual(int(stopped[1]), int(stopped[2]) + 1)
+    self.assertIn(int(stopped[1]), (1, 2, 3))  # Not the last round: that one finishes.
 
     resumed = _run(_FLAGS + [f'--output_dir={killed}'])
     self.assertEqual(resumed.returncode, 0, resumed.stderr[-3000:])
-    self.assertIn('Resuming from the checkpoint after round', resumed.stdout)
-    self.assertNotIn('round 0 ', resumed.stdout)
+    self.assertIn(f'Resuming from the checkpoint after round {stopped[2]}', resumed.stdout)
+    self.assertNotIn(f'round {stopped[2]} ', resumed.stdout)
     self.assertEqual(_rows(killed), _rows(whole))
     self.assertTrue((pathlib.Path(whole) / 'tensorboard').is_dir())
+
+  def test_a_second_ctrl_c_stops_at_once(self):
+    killed = os.path.join(self.get_temp_dir(), 'twice')
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+    child = subprocess.Popen(_BINARY + [f for f in _FLAGS if not f.startswith('--rounds=')] +
+                             ['--rounds=50', f'--output_dir={killed}'],
+                             env=env,
+                             stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE,
+                             text=True)
+    for line in child.stdout:
+      if line.startswith('round 0 '):
+        break
+    child.send_signal(signal.SIGINT)
+    for line in child.stderr:  # The first is noted (two at once can arrive as one).
+      if 'stopping after this round' in line:
+        break
+    child.send_signal(signal.SIGINT)
+    self.assertEqual(child.wait(timeout=120), 130)
+    stderr = child.stderr.read()  # The rest, past the lines read.
+    child.stdout.close()
+    child.stderr.close()
+    self.assertIn('resume from the last checkpoint', stderr)
 
 
 class MemoryTest(tf.test.TestCase):

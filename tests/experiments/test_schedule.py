@@ -190,6 +190,39 @@ class ScheduleTest(tf.test.TestCase):
       time.sleep(0.5)
     self.assertIn('Interrupted', (run_dir / 'log.txt').read_text())
 
+  def test_stopping_runs_waits_for_their_round_then_stops_them_at_once(self):
+    # A run that ends its round in 0.3 s on Ctrl-C, and one that only a second Ctrl-C ends
+    # (a round longer than the wait).
+    child = textwrap.dedent("""
+        import signal, sys, time
+        seen = []
+        def on_ctrl_c(signum, frame):
+          seen.append(signum)
+          if len(seen) == int(sys.argv[1]):
+            time.sleep(0.3)
+            sys.exit(130)
+        signal.signal(signal.SIGINT, on_ctrl_c)
+        print('ready', flush=True)
+        while True:
+          time.sleep(0.05)
+        """)
+    runs = {}
+    for presses in (1, 2):
+      process = subprocess.Popen(
+          [sys.executable, '-c', child, str(presses)],
+          stdout=subprocess.PIPE,
+          start_new_session=True)
+      self.assertEqual(process.stdout.readline(), b'ready\n')
+      process.stdout.close()
+      runs[process] = pathlib.Path(self.get_temp_dir()) / f'no_rounds_{presses}'
+    original = schedule.STOP_WAIT_S
+    schedule.STOP_WAIT_S = 2.0
+    self.addCleanup(setattr, schedule, 'STOP_WAIT_S', original)
+    start = time.monotonic()
+    schedule._stop_runs(runs)  # pylint: disable=protected-access
+    self.assertLess(time.monotonic() - start, 10)
+    self.assertEqual([p.returncode for p in runs], [130, 130])
+
   def test_a_failed_run_is_reported(self):
     results = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
     figure = _tiny_figure(rounds=1)

@@ -1,5 +1,7 @@
 """Tests of `tff_flare.simulation.loop` and its hooks: client states across rounds, hooks."""
 
+import threading
+
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -53,6 +55,44 @@ class RoundRowTest(tf.test.TestCase):
     manager = tff.program.MemoryReleaseManager()
     hooks.ReleaseRows([manager]).after_round(3, [], row)
     self.assertEqual(dict(manager.values())[3]['flare']['my_metric'], 7.0)
+
+
+class StopOnInterruptTest(tf.test.TestCase):
+
+  def _hook(self, checkpoints: list[int]):
+    event = threading.Event()
+    hook = hooks.StopOnInterrupt(event,
+                                 lambda: checkpoints[-1] if checkpoints else None,
+                                 checkpoints.append,
+                                 end_round=10)
+    return event, hook
+
+  def test_a_stop_after_a_round_checkpoints_it_first(self):
+    checkpoints = [5]
+    event, hook = self._hook(checkpoints)
+    hook.after_round(6, [], None)  # Not interrupted: nothing.
+    self.assertEqual(checkpoints, [5])
+    event.set()
+    with self.assertRaisesRegex(
+        KeyboardInterrupt, 'Interrupted at round 8; called again, the '
+        'run resumes from its checkpoint after round 7'):
+      hook.after_round(7, [], None)
+    self.assertEqual(checkpoints, [5, 8])
+    checkpoints = [8]  # Checkpointed by its own hook already: not twice.
+    event, hook = self._hook(checkpoints)
+    event.set()
+    with self.assertRaises(KeyboardInterrupt):
+      hook.after_round(7, [], None)
+    self.assertEqual(checkpoints, [8])
+
+  def test_the_last_round_finishes_and_a_stop_before_a_round_checkpoints_too(self):
+    checkpoints = [5]
+    event, hook = self._hook(checkpoints)
+    event.set()
+    hook.after_round(9, [], None)  # The last round: the run finishes as usual.
+    with self.assertRaisesRegex(KeyboardInterrupt, 'Interrupted at round 6; .* after round 5'):
+      hook.before_round(6, [], None)  # Between rounds 5 and 6 (no training yet): 6 done.
+    self.assertEqual(checkpoints, [5, 6])
 
 
 class RunRoundsTest(tf.test.TestCase):

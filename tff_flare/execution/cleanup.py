@@ -10,17 +10,20 @@ parent's stdout/stderr, and one that outlives its parent holds the parent's outp
   * `stop_local_workers()` ends every `worker_binary` child of this process (also one that
     TFF's own default context started outside this project's execution modes).
   * `install_process_cleanup()` is for binaries: it stops the workers at exit, on SIGTERM and
-    SIGHUP (then the process dies of that signal) and on Ctrl-C (then it exits at once with
-    status 130; see `_stop_workers_then_exit_130`). Importing this module does none of this.
+    SIGHUP (then the process dies of that signal) and on Ctrl-C (then a run stops after its
+    round and that round's checkpoint, or, at a second Ctrl-C or outside the rounds, the
+    process exits at once with status 130, `exit_interrupted`). Importing this module does
+    none of this.
   * `parent_death_signal(signum)` is the same for any child (`experiments/schedule.py`
     gives its runs SIGINT: a run ends as on Ctrl-C, resumable, when the scheduler dies).
   * `stop_workers_at_exit()` stops them when the process exits (the package's builders,
     `tff_flare.build_*`, register it at their first call);
     `stopping_local_workers()` is a context manager for a notebook or a script.
-  * `noting_interrupts()` is for a library call that runs long (`tff_flare.simulate`): Ctrl-C
-    is noted as well as raised, since TensorFlow's XLA garbage-collection callback swallows a
-    `KeyboardInterrupt` raised inside it ("Exception ignored in _xla_gc_callback") and the run
-    would go on; the loop checks the note at every round (`hooks.StopOnInterrupt`).
+  * `noting_interrupts()` is for a call that runs rounds (`tff_flare.simulate`, the
+    binaries' runs): Ctrl-C is noted, and the loop checks the note at every round
+    (`hooks.StopOnInterrupt`). Under Python's own handler it is raised as well, since
+    TensorFlow's XLA garbage-collection callback swallows a `KeyboardInterrupt` raised inside
+    it ("Exception ignored in _xla_gc_callback") and the run would go on.
 """
 
 import atexit
@@ -194,15 +197,36 @@ def stop_workers_at_exit() -> None:
     _registered.append(True)
 
 
+# The event of the `noting_interrupts` block running under a binary's Ctrl-C handler: the
+# handler's first Ctrl-C sets it (the loop then stops after its round and a checkpoint).
+_stop_after_round: list[threading.Event] = []
+
+
 @contextlib.contextmanager
 def noting_interrupts() -> Iterator[threading.Event]:
-  """Yields an event that Ctrl-C (SIGINT) sets while the block runs; the `KeyboardInterrupt`
-  is raised as usual too. Only on the main thread and where SIGINT has Python's default
-  handler (a binary's own handler, or a notebook's, is left alone; the event then stays
-  unset); the handler before is restored on exit."""
+  """Yields an event that Ctrl-C (SIGINT) sets while the block runs (the loop checks it
+  between rounds, `hooks.StopOnInterrupt`). Only on the main thread:
+
+  * under Python's default handler (a terminal, a notebook), the `KeyboardInterrupt` is
+    raised as usual too, and the event catches one that TensorFlow swallowed;
+  * under a binary's handler (`install_process_cleanup`), the first Ctrl-C only sets the
+    event: the run stops after the round it is in, with that round checkpointed; a second
+    stops it at once;
+  * under any other handler (a notebook's own, say) it is left alone; the event stays unset.
+
+  The handler before is restored on exit."""
   noted = threading.Event()
-  if (threading.current_thread() is not threading.main_thread() or
-      signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+  if threading.current_thread() is not threading.main_thread():
+    yield noted
+    return
+  if getattr(signal.getsignal(signal.SIGINT), 'stops_after_round', False):
+    _stop_after_round.append(noted)
+    try:
+      yield noted
+    finally:
+      _stop_after_round.remove(noted)
+    return
+  if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
     yield noted
     return
 
@@ -217,31 +241,48 @@ def noting_interrupts() -> Iterator[threading.Event]:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def exit_interrupted(message: str) -> None:
+  """Stops this process's TFF workers, writes `message` on stderr and exits 130 at once (a
+  `KeyboardInterrupt` raised while TFF's synchronous context waits for a computation would
+  leave the interpreter hung at exit)."""
+  stop_local_workers()
+  try:
+    sys.stdout.flush()
+    sys.stderr.write(f'\n{message}\n')
+    sys.stderr.flush()
+  finally:
+    os._exit(130)  # pylint: disable=protected-access
+
+
 def install_process_cleanup(interrupt_message: str = 'Interrupted.') -> None:
   """For binaries: stop TFF workers at exit, on SIGTERM/SIGHUP, and on Ctrl-C.
 
-  Ctrl-C prints `interrupt_message` (e.g. how to resume) and exits at once with status 130:
-  a `KeyboardInterrupt` raised while TFF's synchronous context waits for a computation
-  leaves the interpreter hung at exit (the computation never completes). Nothing a resume
-  needs is lost: checkpoints are written to a temporary directory and renamed into place.
-  Call it from the main thread.
+  Ctrl-C while a run's rounds go on (`noting_interrupts`) stops it after the round it is in,
+  once that round is checkpointed (a line says so); a second Ctrl-C, or one at any other time,
+  prints `interrupt_message` (e.g. how to resume) and exits at once with status 130
+  (`exit_interrupted`). Nothing a resume needs is lost either way: checkpoints are written to
+  a temporary directory and renamed into place; a stop at once loses the rounds since the
+  last checkpoint. Call it from the main thread.
   """
 
-  def stop_workers_then_exit_130(signum, frame):
+  def on_ctrl_c(signum, frame):
     del signum, frame
-    stop_local_workers()
-    try:
-      sys.stdout.flush()
-      sys.stderr.write(f'\n{interrupt_message}\n')
+    pending = [event for event in _stop_after_round if not event.is_set()]
+    if pending:
+      for event in pending:
+        event.set()
+      sys.stderr.write('\nCtrl-C: stopping after this round, once it is checkpointed (Ctrl-C '
+                       'again stops at once, losing the rounds since the last checkpoint).\n')
       sys.stderr.flush()
-    finally:
-      os._exit(130)  # pylint: disable=protected-access
+      return
+    exit_interrupted(interrupt_message)
 
+  on_ctrl_c.stops_after_round = True  # type: ignore[attr-defined]  # Seen by noting_interrupts.
   stop_workers_at_exit()
   handlers = {
       signal.SIGTERM: _stop_workers_then_die,
       signal.SIGHUP: _stop_workers_then_die,
-      signal.SIGINT: stop_workers_then_exit_130
+      signal.SIGINT: on_ctrl_c
   }
   for signum, handler in handlers.items():
     signal.signal(signum, handler)

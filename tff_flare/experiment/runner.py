@@ -406,16 +406,18 @@ def _run_experiment(config: config_lib.ExperimentConfig, log) -> dict:
     task = build_task(config)
     config_lib.validate_run(config, len(task.train_data.client_ids))  # The real population.
     processes = build_processes(config, task)
-    return _run_processes(
-        processes,
-        task.client_datasets,
-        list(task.train_data.client_ids),
-        evaluation.build_evaluate_fn(task.model_fn, task.test_data),
-        config,
-        dict(task_hparams={k: v for k, v in task.hparams.items() if not callable(v)},
-             data=task.data_fingerprint),
-        log,
-        test_data=task.test_data).summary
+    with cleanup.noting_interrupts() as interrupted:
+      return _run_processes(
+          processes,
+          task.client_datasets,
+          list(task.train_data.client_ids),
+          evaluation.build_evaluate_fn(task.model_fn, task.test_data),
+          config,
+          dict(task_hparams={k: v for k, v in task.hparams.items() if not callable(v)},
+               data=task.data_fingerprint),
+          log,
+          interrupted,
+          test_data=task.test_data).summary
 
 
 ClientData: TypeAlias = tff.simulation.datasets.ClientData | Mapping[str, tf.data.Dataset]
@@ -795,9 +797,8 @@ def _run_processes(
       versions = checkpoints.versions() if checkpoints else []
       return versions[-1] if versions else None
 
-    run_hooks: list[loop.Hook] = ([hooks_lib.StopOnInterrupt(interrupted, last_checkpoint)]
-                                  if interrupted else [])
-    run_hooks += [hooks_lib.Evaluation(evaluate, settings.eval_every)] if evaluate else []
+    run_hooks: list[loop.Hook] = [hooks_lib.Evaluation(evaluate, settings.eval_every)
+                                 ] if evaluate else []
     if any(run.process.uses_test_loss for run in runs):  # EC-FFL, reusing the evaluation.
       if evaluate is None:
         raise config_lib.ConfigError(', '.join(r.name for r in runs if r.process.uses_test_loss) +
@@ -818,6 +819,12 @@ def _run_processes(
           hooks_lib.CheckpointEvery(checkpoints, settings.checkpoint_every, settings.rounds))
     progress = hooks_lib.LogProgress(log, start_round, settings.rounds, peak.peak_bytes)
     run_hooks += [progress, collected]
+    if interrupted:  # Last: a stop after a round comes after its row and checkpoint.
+      run_hooks.append(
+          hooks_lib.StopOnInterrupt(interrupted,
+                                    last_checkpoint,
+                                    checkpoints.save if checkpoints is not None else None,
+                                    end_round=settings.rounds))
     started = time.perf_counter()
     try:
       loop.run_rounds(runs,

@@ -85,26 +85,44 @@ class NonFiniteEvaluationError(RuntimeError):
 
 
 class StopOnInterrupt(loop.Hook):
-  """Raises `KeyboardInterrupt` before and after every round once `interrupted` is set
-  (`cleanup.noting_interrupts`: a Ctrl-C that TensorFlow swallowed mid-round still ends the
-  run, at the end of that round and before its checkpoint)."""
+  """Ends the run with `KeyboardInterrupt` once `interrupted` is set (`cleanup.noting_interrupts`:
+  a binary's first Ctrl-C, or one that TensorFlow swallowed mid-round): between rounds, once
+  the rounds done are checkpointed (`save`, where the run keeps checkpoints), so that a resume
+  loses no round. The last hook of the loop, so that a round's row is released and its own
+  checkpoint, if due, written first.
 
-  def __init__(self, interrupted: threading.Event, last_checkpoint=lambda: None):
+  Args:
+    interrupted: the event.
+    last_checkpoint: `() -> rounds done at the latest checkpoint, or None`.
+    save: `(rounds done) -> None`, writes a checkpoint (None: the run keeps none).
+    end_round: the run's last round + 1: interrupted in it, the run finishes.
+  """
+
+  def __init__(self,
+               interrupted: threading.Event,
+               last_checkpoint=lambda: None,
+               save: Callable[[int], None] | None = None,
+               end_round: int | None = None):
     self._interrupted = interrupted
     self._last_checkpoint = last_checkpoint
+    self._save = save
+    self._end_round = end_round
 
-  def _check(self, round_num: int) -> None:
-    if self._interrupted.is_set():
-      last = self._last_checkpoint()
-      raise KeyboardInterrupt(
-          f'Interrupted at round {round_num}; called again, the run resumes from ' +
-          ('round 0.' if last is None else f'its checkpoint after round {last - 1}.'))
+  def _stop(self, done: int) -> None:
+    """Checkpoints the state after `done` rounds (if not yet), then raises."""
+    if self._save is not None and done > 0 and self._last_checkpoint() != done:
+      self._save(done)
+    last = self._last_checkpoint()
+    raise KeyboardInterrupt(f'Interrupted at round {done}; called again, the run resumes from ' + (
+        'round 0.' if last is None else f'its checkpoint after round {last - 1}.'))
 
   def before_round(self, round_num, runs, row) -> None:
-    self._check(round_num)
+    if self._interrupted.is_set():
+      self._stop(round_num)
 
   def after_round(self, round_num, runs, row) -> None:
-    self._check(round_num)
+    if self._interrupted.is_set() and round_num + 1 != self._end_round:
+      self._stop(round_num + 1)  # (After the last round the run finishes as usual.)
 
 
 class StopOnNonFiniteRound(loop.Hook):
