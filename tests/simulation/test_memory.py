@@ -279,9 +279,11 @@ class EstimateTest(tf.test.TestCase):
     common = dict(_FULL_ROUND, storage='disk', threads=1)
     base = memory.resident_bytes()
     given_back = memory.estimate_run(sizes, **dict(common, base=base, pooling=False)).total
-    pooled = memory.estimate_run(sizes, **dict(common, base=base, tff_subrounds=10)).total
+    pooled = min(
+        memory.estimate_run(sizes, **dict(common, base=base, tff_subrounds=k)).total
+        for k in range(1, 11))
     self.assertLess(given_back, pooled)  # No number of subrounds fits with the pool.
-    _, _, refusal = memory.plan(sizes, budget=given_back + 2**26, **common, pooling=True)
+    _, _, refusal = memory.plan(sizes, budget=(given_back + pooled) // 2, **common, pooling=True)
     self.assertRegex(
         refusal, r'; the system allocator \(TF_ENABLE_ONEDNN_OPTS=0 '
         r'TF_CPU_ALLOCATOR_USE_BFC=false MALLOC_MMAP_THRESHOLD_=1048576 MALLOC_TRIM_THRESHOLD_=0 '

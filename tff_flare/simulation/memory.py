@@ -19,9 +19,9 @@ The estimate's terms (bytes; `M` a model's trainable weights, `S` a client's sta
              per thread, shared by the algorithms of one model (`inprocess`), and the
              evaluation's model;
   round      the largest algorithm's round: each thread's client at work (`WORKING_MODELS`
-             model-sized tensors, more with a client state, and a step's activations: the
-             tensors of the model's forward pass on one batch of the run's data, which the
-             backward pass keeps, `forward_bytes`; the evaluation's on one test batch where
+             model-sized tensors, and a step's activations: the tensors of the model's
+             forward pass on one batch of the run's data, which the backward pass keeps,
+             `forward_bytes`; the evaluation's on one test batch where
              that is larger), and
              up to threads + 1 finished clients' message and new state waiting to be added,
              and the sum; and, where TensorFlow's CPU allocator pools (`allocator_pools`),
@@ -60,11 +60,12 @@ from tff_flare.execution import cleanup
 
 GIB = 2**30
 
-# Model-sized tensors a client at work holds besides the shared model (fitted; see above):
-# weights read, gradient, update, the optimizer's step, and with a client state its state and
-# the top-k's split.
+# Model-sized tensors a client at work holds besides the shared model, with or without a
+# client state (fitted; see above): weights read, gradient, update, the optimizer's step; a
+# stateful client's state and the top-k's split are counted with the finished clients (FLARE's
+# masks and targets counted one more until its pull stopped holding them; its client now
+# measures as EC's, on the FC 0.26 GiB above it at 2 threads, EF21's 0.27 below).
 WORKING_MODELS = 4.0
-WORKING_MODELS_WITH_STATE = 5.0
 # A step's activations per thread: this many times its forward pass's tensors (fitted on the
 # MNIST CNN at batch 600 and the VGG11 at batch 500, where they outweigh the model).
 ACTIVATIONS_PER_FORWARD = 1.0
@@ -347,9 +348,8 @@ def estimate_run(sizes: Mapping[str, ProcessSizes],
     if storage == 'memory':
       resident += s.client_state * clients_with_state
   round_bytes = max([
-      threads * (ACTIVATIONS_PER_FORWARD * s.forward + s.model *
-                 (WORKING_MODELS_WITH_STATE if s.client_state else WORKING_MODELS)) +
-      (threads + 1) * (s.model + s.client_state) + s.model for s in here
+      threads * (ACTIVATIONS_PER_FORWARD * s.forward + s.model * WORKING_MODELS) + (threads + 1) *
+      (s.model + s.client_state) + s.model for s in here
   ] + [0])
   if evaluates:  # The evaluation's activations, where they outgrow the training steps'.
     round_bytes += max(
