@@ -57,8 +57,9 @@ def proximal_penalty(weights, server_weights, regularized, tau: tf.Tensor) -> tf
 
 
 def proximal_penalty_gradient(weights, server_weights, regularized, tau: tf.Tensor):
-  """Gradient of `proximal_penalty`: `2 * tau * (w - s)` on regularized tensors, else 0."""
-  return [(tau * 2.0) * (w - s) if reg else tf.zeros_like(w)
+  """Gradient of `proximal_penalty`: `2 * tau * (w - s)` on regularized tensors, None (no
+  term: `local_training.PenaltyGradientFn`) on the others."""
+  return [(tau * 2.0) * (w - s) if reg else None
           for w, s, reg in zip(weights, server_weights, regularized)]
 
 
