@@ -46,6 +46,19 @@ def _rows(output_dir):
     }
 
 
+def _started_past_round_0(args) -> subprocess.Popen:
+  """The binary started with `args`, its output read up to its line of round 0."""
+  child = subprocess.Popen(_BINARY + args,
+                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'),
+                           stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE,
+                           text=True)
+  for line in child.stdout:
+    if line.startswith('round 0 '):
+      break
+  return child
+
+
 class ResumeTest(tf.test.TestCase):
 
   def test_interrupted_run_loses_no_round_and_resumes_with_identical_results(self):
@@ -55,15 +68,7 @@ class ResumeTest(tf.test.TestCase):
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
 
     killed = os.path.join(base, 'killed')
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-    child = subprocess.Popen(_BINARY + _FLAGS + [f'--output_dir={killed}'],
-                             env=env,
-                             stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE,
-                             text=True)
-    for line in child.stdout:
-      if line.startswith('round 0 '):
-        break
+    child = _started_past_round_0(_FLAGS + [f'--output_dir={killed}'])
     # Ctrl-C after round 0, before a checkpoint is due (every 10 rounds): the run ends the
     # round it is in and checkpoints it.
     child.send_signal(signal.SIGINT)
@@ -88,16 +93,8 @@ class ResumeTest(tf.test.TestCase):
 
   def test_a_second_ctrl_c_stops_at_once(self):
     killed = os.path.join(self.get_temp_dir(), 'twice')
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-    child = subprocess.Popen(_BINARY + [f for f in _FLAGS if not f.startswith('--rounds=')] +
-                             ['--rounds=50', f'--output_dir={killed}'],
-                             env=env,
-                             stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE,
-                             text=True)
-    for line in child.stdout:
-      if line.startswith('round 0 '):
-        break
+    child = _started_past_round_0([f for f in _FLAGS if not f.startswith('--rounds=')] +
+                                  ['--rounds=50', f'--output_dir={killed}'])
     child.send_signal(signal.SIGINT)
     for line in child.stderr:  # The first is noted (two at once can arrive as one).
       if 'stopping after this round' in line:
