@@ -53,6 +53,7 @@ def _started_past_round_0(args) -> subprocess.Popen:
                            stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE,
                            text=True)
+  assert child.stdout is not None
   for line in child.stdout:
     if line.startswith('round 0 '):
       break
