@@ -67,6 +67,21 @@ state = process.initialize()
 print('WORKERS', ' '.join(map(str, cleanup.local_worker_pids())), flush=True)
 '''
 
+# A plain script that runs an experiment on TFF's local runtime through the runner, whose
+# processes come from the modules' own builders (not the package's).
+_RUNNER_SCRIPT = r'''
+import tempfile
+from tff_flare.execution import cleanup
+from tff_flare.experiment import config as config_lib
+from tff_flare.experiment import runner
+
+config = config_lib.ExperimentConfig(output_dir=tempfile.mkdtemp(), task='digits_demo',
+                                     algorithms=('ec',), rounds=1, num_clients=4,
+                                     clients_per_round=2, execution='local')
+runner.run_experiment(config, log=lambda _: None)
+print('WORKERS', ' '.join(map(str, cleanup.local_worker_pids())), flush=True)
+'''
+
 
 def _alive_worker(pid: int) -> bool:
   try:
@@ -100,10 +115,11 @@ class NoWorkerLeftBehindTest(tf.test.TestCase, parameterized.TestCase):
         child.kill()
         child.wait()
 
-  def test_a_plain_script_leaves_no_worker(self):
-    # No opt-in: the package's builders register the stop at exit.
+  @parameterized.named_parameters(('package_builder', _SCRIPT), ('runner', _RUNNER_SCRIPT))
+  def test_a_plain_script_leaves_no_worker(self, script):
+    # No opt-in: the package's builders and the runner register the stop at exit.
     env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL='3')
-    child = subprocess.Popen([sys.executable, '-c', _SCRIPT],
+    child = subprocess.Popen([sys.executable, '-c', script],
                              stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL,
                              env=env)

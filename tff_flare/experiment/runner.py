@@ -727,6 +727,10 @@ def _run_processes(
   is set (`cleanup.noting_interrupts`); `test_data`, the batches `evaluate` reads, sizes the
   evaluation in the memory estimate. Without `settings.output_dir` nothing is read or
   written: no record, checkpoint, metrics file or summary file."""
+  # TFF's default context starts a `worker_binary` that would outlive a script that runs
+  # processes it built with the modules' own builders (not the package's, which register
+  # this too) and hold the script's output open: stopped at exit. At a run, not on import.
+  cleanup.stop_workers_at_exit()
   output = pathlib.Path(settings.output_dir) if settings.output_dir is not None else None
   checkpoint_rounds = []
   if output is not None:
