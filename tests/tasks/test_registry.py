@@ -86,12 +86,15 @@ class TaskRegistryTest(tf.test.TestCase):
     path = _mnist_npz(self.get_temp_dir())
     task = tasks.build_task('mnist_logreg', source='npz', data_path=path, eval_data='train')
     self.assertLen(task.train_data.client_ids, 10)
-    train_ys = sorted(
-        int(y) for cid in task.train_data.client_ids
-        for b in task.train_data.create_tf_dataset_for_client(cid) for y in b['y'][:, 0])
-    eval_ys = sorted(int(y) for b in task.test_data for y in b['y'][:, 0])
+    train_ys = np.sort(
+        np.concatenate([
+            b['y'][:, 0].numpy()
+            for cid in task.train_data.client_ids
+            for b in task.train_data.create_tf_dataset_for_client(cid)
+        ]))
+    eval_ys = np.sort(np.concatenate([b['y'][:, 0].numpy() for b in task.test_data]))
     self.assertLen(eval_ys, 60_000)  # Every training example, not the 50 test images.
-    self.assertEqual(eval_ys, train_ys)
+    self.assertAllEqual(eval_ys, train_ys)
     weights = task.model_fn().trainable_variables
     self.assertEqual([w.shape for w in weights], [(784, 10), (10,)])
     self.assertAllEqual(weights[0], tf.zeros((784, 10)))  # The convex analyses' start.
