@@ -2,6 +2,7 @@
 
 import collections
 import dataclasses
+from unittest import mock
 
 from absl.testing import parameterized
 import numpy as np
@@ -9,6 +10,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import tiny_models
+from tff_flare.algorithms import composer
 from tff_flare.algorithms import error_feedback
 from tff_flare.algorithms import flare
 from tff_flare.algorithms import model_aggregators
@@ -247,6 +249,23 @@ class StateFilesTest(tf.test.TestCase):
   def test_only_processes_with_client_state_have_it(self):
     self.assertIsNone(tiny_models.tiny_process('fedavg').next_with_state_files)
     self.assertIsNotNone(tiny_models.tiny_process('ec').next_with_state_files)
+
+  def test_built_at_the_first_use_once(self):
+    # They trace the model and the client work once more: a run that keeps its states
+    # elsewhere never pays for them.
+    built = []
+    real = composer._rounds_with_state_files
+
+    def counted(*args, **kwargs):
+      built.append(True)
+      return real(*args, **kwargs)
+
+    with mock.patch.object(composer, '_rounds_with_state_files', counted):
+      process = tiny_models.tiny_process('ec')
+      self.assertEmpty(built)
+      self.assertIsNotNone(process.client_sums_with_state_files)
+      self.assertIsNotNone(process.next_with_state_files)
+    self.assertLen(built, 1)
 
 
 if __name__ == '__main__':

@@ -24,6 +24,7 @@ part is the algorithm's round schedule (`parts.RoundSchedule`: the round number,
 """
 
 import collections
+import functools
 from typing import TypeAlias
 
 import attrs
@@ -110,14 +111,17 @@ def compose(
                                    metrics=metrics,
                                    client_states=new_client_states)
 
-  with_files = (None, None)
+  state_file_rounds = None
   if functions.stateful:
-    with_files = _rounds_with_state_files(model_fn,
-                                          functions,
-                                          state_type,
-                                          clients,
-                                          server_phase_body,
-                                          plain_sum=model_aggregator is None)
+    state_file_rounds = process_lib.StateFileRounds(build=functools.partial(
+        _rounds_with_state_files,
+        model_fn,
+        functions,
+        state_type,
+        clients,
+        server_phase_body,
+        plain_sum=model_aggregator is None),
+                                                    with_client_sums=model_aggregator is None)
   client_sums = None
   if not functions.stateful and model_aggregator is None:
     client_sums = _client_sums(clients)
@@ -135,8 +139,7 @@ def compose(
       record_test_loss=_record_test_loss(functions, state_type),
       phases=_round_phases(clients, server_phase_body, state_type, summable_type)
       if functions.stateful else None,
-      next_with_state_files=with_files[0],
-      client_sums_with_state_files=with_files[1],
+      state_file_rounds=state_file_rounds,
       client_sums=client_sums,
       round_functions=functions if model_aggregator is None else None)
 

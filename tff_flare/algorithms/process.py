@@ -59,6 +59,24 @@ class RoundPhases:
   server_phase: tff.Computation
 
 
+@attrs.frozen
+class StateFileRounds:
+  """How to build a process's rounds whose clients read and write their states as files
+  (`AlgorithmProcess.next_with_state_files`, `client_sums_with_state_files`).
+
+  They trace the model and the client work once more (about as long as the rest of the
+  build), and only runs whose clients keep their states in files use them, so they are
+  built at their first use.
+
+  Attributes:
+    build: no-arg callable -> `(next_with_state_files, client_sums_with_state_files or None)`.
+    with_client_sums: whether `build` gives a `client_sums_with_state_files`.
+  """
+
+  build: Callable[[], tuple[tff.Computation, tff.Computation | None]]
+  with_client_sums: bool
+
+
 def describe(value: Any, depth: int = 0) -> Any:
   """A JSON value that says what an argument of a builder is, the same for equal arguments
   built twice: numbers, strings and None as they are; an enum by name; a sequence item by
@@ -193,11 +211,12 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
       serialized tensor; an empty read prefix is a new client) -> `(new state, metrics)`
       @SERVER. With no CLIENTS-placed result, TFF's distributed runtime runs it whole, each
       worker training its clients and summing their outputs. None without client state.
+      Built at its first use (`StateFileRounds`).
     client_sums_with_state_files: the clients' part of `next_with_state_files`, for a driver
       that runs the server's round itself (`modes.RemoteExecution`): `(model weights @SERVER,
       round params @SERVER, client_data, read_prefixes, write_prefixes, client_inputs)` ->
       the sum of the clients' `summable` outputs @SERVER (`RoundFunctions.client_work`).
-      None without client state or with a TFF aggregation factory.
+      None without client state or with a TFF aggregation factory. Built at its first use.
     client_sums: the same for a process without client state: `(model weights @SERVER,
       round params @SERVER, client_data, client_states, client_inputs)` -> the clients'
       summed outputs @SERVER (the (empty) client states pass through `next`). None with client
@@ -223,8 +242,7 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
                client_inputs: parts_lib.ClientInputs | None = None,
                record_test_loss=None,
                phases: RoundPhases | None = None,
-               next_with_state_files: tff.Computation | None = None,
-               client_sums_with_state_files: tff.Computation | None = None,
+               state_file_rounds: StateFileRounds | None = None,
                client_sums: tff.Computation | None = None,
                round_functions: round_functions_lib.RoundFunctions | None = None):
     super().__init__(initialize_fn, next_fn)
@@ -235,11 +253,27 @@ class AlgorithmProcess(tff.templates.IterativeProcess):
     self.model_fn = model_fn
     self.record_test_loss = record_test_loss
     self.phases = phases
-    self.next_with_state_files = next_with_state_files
-    self.client_sums_with_state_files = client_sums_with_state_files
+    self._state_file_rounds = state_file_rounds
+    self._built_state_file_rounds: tuple[tff.Computation, tff.Computation | None] | None = None
     self.client_sums = client_sums
     self.round_functions = round_functions
     self._client_inputs = client_inputs
+
+  def _state_file_round(self, which: int) -> tff.Computation | None:
+    if self._state_file_rounds is None or (which == 1 and
+                                           not self._state_file_rounds.with_client_sums):
+      return None
+    if self._built_state_file_rounds is None:  # Traced at the first use, not at the build.
+      self._built_state_file_rounds = self._state_file_rounds.build()
+    return self._built_state_file_rounds[which]
+
+  @property
+  def next_with_state_files(self) -> tff.Computation | None:
+    return self._state_file_round(0)
+
+  @property
+  def client_sums_with_state_files(self) -> tff.Computation | None:
+    return self._state_file_round(1)
 
   @property
   def runs_only_on_tff(self) -> bool:
