@@ -6,7 +6,7 @@ comparison and a threshold named in `THRESHOLDS`. Every number of the table is a
 value; every verdict is its rule's:
 
   not tested      no run the claim reads has trained a round (or a measure of `holds` has
-                  no runs, all of them finished);
+                  no number, all of them finished: no runs, or data it cannot judge);
   in progress     a run it reads has not reached its declared rounds: the tests are shown
                   as read so far, and no verdict is given;
   holds           every run finished and every test of `holds` passes;
@@ -245,7 +245,9 @@ def sooner(results,
   """The share of seeds in which `first` reaches the target at an earlier evaluation than each
   of `others` (one that never reaches it is later): the target is `fraction` of the lowest of
   their final windows, ending at `round` (None: the last evaluation all of them reached); no
-  number when a seed lacks one of them."""
+  number when a seed lacks one of them, or when one of them meets the target at its first
+  evaluation (a target at the initial model's level, as when a method never leaves chance:
+  nobody can be first)."""
   cells, wins = [], 0
   for select in selects:
     for seed in _seeds(results, select):
@@ -258,6 +260,11 @@ def sooner(results,
       if end is None or finals is None:
         return Value(None, '-')
       target = fraction * min(finals)
+      at_start = [charts.label(a) for a in names if seed.at(a, min(_rounds(seed, a))) >= target]
+      if at_start:
+        return Value(
+            None, f'{seed.refs[0]}: {", ".join(at_start)} meet the target {target:.3f} at the '
+            'first evaluation, so none can be first')
       reached = [
           next((r for r in sorted(_rounds(seed, a)) if r <= end and seed.at(a, r) >= target),
                None) for a in names
@@ -497,7 +504,7 @@ def _line(results, m: spec.Measure, tests: Sequence[tuple[str, spec.Test]]) -> s
   checks = []
   for role, test in tests:
     passed = _passes(results, test)
-    word = 'no runs' if passed is None else 'yes' if passed else 'no'
+    word = 'no number' if passed is None else 'yes' if passed else 'no'
     checks.append(f'{role}{test.comparison} {test.threshold} = '
                   f'{THRESHOLDS[test.threshold]:g}: {word}')
   return f'{m.label} {value.text} ({"; ".join(checks)})'

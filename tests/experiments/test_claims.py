@@ -207,6 +207,16 @@ class ClaimRulesTest(parameterized.TestCase, tf.test.TestCase):
     self.assertIn('ahead by more than ZERO in 1 of 3 seeds', lines[0])
     self.assertIn('FLARE first in 3 of 3 seeds', lines[1])
 
+  def test_no_method_is_first_to_a_target_met_at_the_first_evaluation(self):
+    # EC and EF21 at chance from the start: the target (90 % of the lowest final window) is
+    # below where they start, so "first to it" means nothing.
+    verdict, lines = self._verdict(
+        'F7', Scenario(lambda n, c, a, r: min(0.8, 0.04 * r) if a == 'flare' else 0.1))
+    self.assertEqual(verdict, 'partly', str(lines))  # Ahead at the end; first: no number.
+    self.assertIn(
+        "EC, EF21 (authors' dense state) meet the target 0.090 at the first evaluation, so "
+        'none can be first (== ALL = 1: no number)', ' '.join(lines))
+
   def test_partly_and_not_tested(self):
     # F2: FLARE far above EC but far below FedAvg: partly.
     verdict, _ = self._verdict('F2', Scenario(_by(0.3, flare=0.6, fedavg=0.95)))
@@ -214,7 +224,7 @@ class ClaimRulesTest(parameterized.TestCase, tf.test.TestCase):
     base = pathlib.Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
     verdict, lines = claims.verdict(runs.Results(base, manifest.FIGURES), _claim('F4'))
     self.assertEqual(verdict, 'not tested')
-    self.assertIn('no runs', lines[0])
+    self.assertIn('no number', lines[0])
 
   def test_a_claim_with_an_unfinished_run_is_in_progress_never_a_verdict(self):
     claim = _claim('F2')
