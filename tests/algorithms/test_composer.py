@@ -261,7 +261,7 @@ class StateFilesTest(tf.test.TestCase):
       return real(*args, **kwargs)
 
     with mock.patch.object(composer, '_rounds_with_state_files', counted):
-      process = tiny_models.tiny_process('ec')
+      process = registry.build('ec', tiny_models.SOFTMAX_MODEL_FN, tiny_models.tiny_hparams())
       self.assertEmpty(built)
       self.assertIsNotNone(process.client_sums_with_state_files)
       self.assertIsNotNone(process.next_with_state_files)
