@@ -55,6 +55,17 @@ class TextTest(tf.test.TestCase):
     self.assertEqual(text.count_batches(stream), 6)
     self.assertEqual(np.shape(next(iter(stream))['y']), (8, 100))
 
+  def test_a_full_test_stream_is_the_same_at_every_pass(self):
+    # 31 batches and a remainder: a reshuffled pass drops other chunks and orders them anew.
+    play = ''.join(text.VOCAB[i % 86] for i in range(101 * 8 * 31 + 101 * 3))
+    data = tff.simulation.datasets.TestClientData(
+        {'a': collections.OrderedDict(snippets=[play.encode()])})
+    passes = lambda stream: [[b['x'].numpy() for b in stream] for _ in range(2)]
+    fixed = passes(text.test_stream(data, seed=0, reshuffle=False))
+    self.assertAllEqual(fixed[0], fixed[1])
+    reshuffled = passes(text.test_stream(data, seed=0))
+    self.assertNotAllEqual(np.concatenate(reshuffled[0]), np.concatenate(reshuffled[1]))
+
 
 if __name__ == '__main__':
   tf.test.main()

@@ -228,7 +228,9 @@ def _shakespeare_task(name: str, o: TaskOptions) -> Task:
           lambda d: text.character_batches(d, round_seed).repeat().take(o.local_steps))
     return subset.preprocess(lambda d: text.character_batches(d, round_seed).repeat(epochs))
 
-  test_data = text.test_stream(test, seed=seed)
+  # The authors' evaluation reads 2 batches newly shuffled each time; 'full' reads one fixed
+  # set of sequences, so an evaluation is a function of the weights.
+  test_data = text.test_stream(test, seed=seed, reshuffle=o.text_evaluation == 'authors')
   if o.text_evaluation == 'authors':
     test_data = test_data.take(text.AUTHORS_EVALUATION_BATCHES)
   return Task(name,

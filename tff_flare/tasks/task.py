@@ -86,7 +86,7 @@ class TaskOptions:
       a convex task's suboptimality).
     text_evaluation: Shakespeare's test set: 'authors' (2 batches of 8 x 100 characters,
       newly shuffled at every evaluation, as the authors' `evaluate(steps=2)`) or 'full'
-      (every test client's batches, up to 200 each).
+      (every test client's batches, up to 200 each, the same at every evaluation).
   """
 
   source: str | None = None

@@ -45,11 +45,13 @@ def to_ids(snippet: tf.Tensor) -> tf.Tensor:
 
 def character_batches(dataset: tf.data.Dataset,
                       seed: int | None = None,
-                      batch_size: int = BATCH_SIZE) -> tf.data.Dataset:
-  """A client's `snippets` dataset as batches of `OrderedDict(x=int64[8,100], y=...)`."""
+                      batch_size: int = BATCH_SIZE,
+                      reshuffle: bool = True) -> tf.data.Dataset:
+  """A client's `snippets` dataset as batches of `OrderedDict(x=int64[8,100], y=...)`;
+  `reshuffle`: a new order (and so another dropped remainder) at every pass, else the same."""
   ids = dataset.map(lambda e: to_ids(e['snippets'])).unbatch()
   chunks = ids.batch(SEQUENCE_LENGTH + 1, drop_remainder=True)
-  chunks = chunks.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
+  chunks = chunks.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=reshuffle)
   return chunks.batch(
       batch_size,
       drop_remainder=True).map(lambda c: collections.OrderedDict(x=c[:, :-1], y=c[:, 1:]))
@@ -74,10 +76,13 @@ def select_clients(train: tff.simulation.datasets.ClientData,
 
 def test_stream(test: tff.simulation.datasets.ClientData,
                 max_batches_per_client: int = 200,
-                seed: int | None = None) -> tf.data.Dataset:
-  """Every test client's batches (up to `max_batches_per_client`), in sorted client order."""
+                seed: int | None = None,
+                reshuffle: bool = True) -> tf.data.Dataset:
+  """Every test client's batches (up to `max_batches_per_client`), in sorted client order;
+  `reshuffle=False`: the same batches at every pass (`character_batches`)."""
   streams = [
-      character_batches(test.create_tf_dataset_for_client(cid), seed).take(max_batches_per_client)
+      character_batches(test.create_tf_dataset_for_client(cid), seed,
+                        reshuffle=reshuffle).take(max_batches_per_client)
       for cid in sorted(test.client_ids)
   ]
   stream = streams[0]
