@@ -38,7 +38,8 @@ class SizesTest(tf.test.TestCase):
     fedavg = memory.process_sizes(tiny_models.tiny_process('fedavg'))
     self.assertEqual(fedavg.client_state, 0)
     self.assertTrue(memory.process_sizes(tiny_models.tiny_process('tff_fedavg')).on_tff)
-    self.assertEqual(flare.forward, 0)  # No batch given: no activations known.
+    # No batch given: no activations known.
+    self.assertEqual((flare.forward, flare.largest_activation), (0, 0))
 
   def test_forward_pass_grows_with_the_batch(self):
     model_fn = tiny_models.softmax_model_fn()
@@ -46,13 +47,16 @@ class SizesTest(tf.test.TestCase):
         memory.batch_spec(tiny_models.classification_dataset(0, 64, batch_size=b)) for b in (8, 64)
     ]
     self.assertEqual(batches[1]['x'].shape.as_list(), [64, 4])  # Read off the first batch.
-    small, large = (memory.forward_bytes(model_fn, b) for b in batches)
+    small_pass, large_pass = (memory.forward_tensors(model_fn, b) for b in batches)
+    small, large = small_pass.total, large_pass.total
     # At least the logits and the probabilities ([B, 3] float32 each), and the weights read
     # not counted: 8 times the batch, about 8 times the bytes.
     self.assertGreaterEqual(small, 2 * 8 * 3 * 4)
     self.assertGreater(large, 6 * small)
-    sizes = memory.process_sizes(tiny_models.tiny_process('flare'), large)
-    self.assertEqual(sizes.forward, large)
+    # The largest tensor: at least a [B, 3] float32, one of several.
+    self.assertBetween(large_pass.largest, 64 * 3 * 4, large / 2)
+    sizes = memory.process_sizes(tiny_models.tiny_process('flare'), large_pass)
+    self.assertEqual((sizes.forward, sizes.largest_activation), (large, large_pass.largest))
     without = dataclasses.replace(sizes, forward=0)
     estimate = lambda s: memory.estimate_run(  # noqa: E731
         {'flare': s},
@@ -72,7 +76,8 @@ class SizesTest(tf.test.TestCase):
   def test_a_model_that_cannot_take_the_batch_counts_nothing(self):
     wrong = collections.OrderedDict(x=tf.TensorSpec([8, 5], tf.float32),
                                     y=tf.TensorSpec([8, 1], tf.int32))
-    self.assertEqual(memory.forward_bytes(tiny_models.softmax_model_fn(), wrong), 0)
+    self.assertEqual(memory.forward_tensors(tiny_models.softmax_model_fn(), wrong),
+                     memory.ForwardPass())
 
 
 def _sizes(**kinds):
@@ -112,6 +117,27 @@ class EstimateTest(tf.test.TestCase):
     in_memory, on_disk = self._estimate(sizes), self._estimate(sizes, storage='disk')
     self.assertEqual(in_memory.resident - on_disk.resident, 2 * 10 * 100 * 2**20)
     self.assertEqual(in_memory.round, on_disk.round)
+
+  def test_the_floor_counts_each_threads_largest_activation(self):
+    mib = 2**20
+    sizes = {
+        'flare':
+            memory.ProcessSizes(model=100 * mib,
+                                server_state=100 * mib,
+                                client_state=100 * mib,
+                                on_tff=False,
+                                forward=30 * mib,
+                                largest_activation=8 * mib)
+    }
+    # base + server state + 10 states + 2 threads x (weights, gradient, state, the largest
+    # tensor of a step) + the sum; not the rest of a step's tensors, nor the evaluation's.
+    floor = 2**30 + 100 * mib + 10 * 100 * mib + 2 * (300 + 8) * mib + 100 * mib
+    self.assertEqual(self._estimate(sizes).floor, floor)
+    self.assertEqual(self._estimate(sizes, evaluation_forward=200 * mib).floor, floor)
+    self.assertEqual(self._estimate(sizes, threads=1).floor, floor - 308 * mib)
+    self.assertEqual(self._estimate(sizes, storage='disk').floor, floor - 10 * 100 * mib)
+    # The estimate stays above its floor.
+    self.assertGreater(self._estimate(sizes).total, self._estimate(sizes).floor)
 
   def test_more_threads_more_memory_and_models_shared(self):
     sizes = _sizes(flare='stateful', fedavg='plain')

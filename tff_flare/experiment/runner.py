@@ -677,12 +677,12 @@ def _check_memory(processes: dict, first_dataset: tf.data.Dataset, population: i
   batches = dict(train=first_batch(first_dataset), test=first_batch(test_data))
   passes: dict = {}  # Processes of one model share its forward passes (a model takes seconds).
 
-  def forward(process, which: str) -> int:
+  def forward(process, which: str) -> memory.ForwardPass:
     model_fn = getattr(process, 'model_fn', None)
     if batches[which] is None or model_fn is None:
-      return 0
+      return memory.ForwardPass()
     if (model_fn, which) not in passes:
-      passes[model_fn, which] = memory.forward_bytes(model_fn, batches[which])
+      passes[model_fn, which] = memory.forward_tensors(model_fn, batches[which])
     return passes[model_fn, which]
 
   budget = (None if settings.memory_budget_gib is None else int(settings.memory_budget_gib *
@@ -695,7 +695,7 @@ def _check_memory(processes: dict, first_dataset: tf.data.Dataset, population: i
       storage=settings.client_state_storage,
       execution=settings.execution,
       evaluates=test_data is not None,
-      evaluation_forward=max([forward(p, 'test') for p in processes.values()] + [0]),
+      evaluation_forward=max([forward(p, 'test').total for p in processes.values()] + [0]),
       tff_subrounds=settings.tff_subrounds,
       budget=budget)
   if refusal:

@@ -21,7 +21,7 @@ The estimate's terms (bytes; `M` a model's trainable weights, `S` a client's sta
   round      the largest algorithm's round: each thread's client at work (`WORKING_MODELS`
              model-sized tensors, and a step's activations: the tensors of the model's
              forward pass on one batch of the run's data, which the backward pass keeps,
-             `forward_bytes`; the evaluation's on one test batch where
+             `forward_tensors`; the evaluation's on one test batch where
              that is larger), and
              up to threads + 1 finished clients' message and new state waiting to be added,
              and the sum; and, where TensorFlow's CPU allocator pools (`allocator_pools`),
@@ -198,8 +198,9 @@ class ProcessSizes:
     server_state: the server state (the model, optimizer and aggregator states).
     client_state: one client's state (`S`; 0 for a stateless algorithm).
     on_tff: whether it runs on TFF's runtime (TFF's own algorithms).
-    forward: the tensors of the model's forward pass on one batch (`forward_bytes`; 0 where
-      not known).
+    forward: the tensors of the model's forward pass on one batch (`ForwardPass.total`; 0
+      where not known).
+    largest_activation: the largest of them (`ForwardPass.largest`; 0 where not known).
   """
 
   model: int
@@ -207,21 +208,37 @@ class ProcessSizes:
   client_state: int
   on_tff: bool
   forward: int = 0
+  largest_activation: int = 0
 
 
-def forward_bytes(model_fn, batch) -> int:
-  """Bytes of the tensors a `tff.learning` model's forward pass makes on one batch: every
-  float output of a fully known shape of the ops it adds to a graph (and of the functions
-  those call; a loop's body counted once), besides the weights it reads.
+@dataclasses.dataclass(frozen=True)
+class ForwardPass:
+  """The float tensors a model's forward pass makes on one batch, in bytes.
+
+  Attributes:
+    total: all of them: what a training step's backward pass may keep (the estimate).
+    largest: the largest one: what a step cannot be computed without (the floor).
+  """
+
+  total: int = 0
+  largest: int = 0
+
+
+def forward_tensors(model_fn, batch) -> ForwardPass:
+  """The tensors a `tff.learning` model's forward pass makes on one batch: every float
+  output of a fully known shape of the ops it adds to a graph (and of the functions those
+  call; a loop's body counted once), besides the weights it reads.
 
   Args:
     model_fn: a no-argument function returning a `tff.learning.models.VariableModel`.
     batch: a nest of `tf.TensorSpec`s (or tensors) of one batch, its batch size known.
 
-  Returns 0 for a model that cannot take such a batch (the run's first round reports it).
+  Returns zeros for a model that cannot take such a batch (the run's first round reports it).
   """
+  largest = 0
 
   def walk(graph, start: int = 0) -> int:
+    nonlocal largest
     total = 0
     for op in graph.get_operations()[start:]:
       if op.type in _NOT_ACTIVATIONS:
@@ -233,9 +250,13 @@ def forward_bytes(model_fn, batch) -> int:
           continue
         if getattr(called, 'graph', None) is not None:
           total += walk(called.graph)
-      total += sum(t.shape.num_elements() * t.dtype.size
-                   for t in op.outputs
-                   if t.dtype.is_floating and t.shape.is_fully_defined())
+      sizes = [
+          t.shape.num_elements() * t.dtype.size
+          for t in op.outputs
+          if t.dtype.is_floating and t.shape.is_fully_defined()
+      ]
+      total += sum(sizes)
+      largest = max([largest] + sizes)
     return total
 
   with tf.Graph().as_default() as graph:
@@ -245,8 +266,9 @@ def forward_bytes(model_fn, batch) -> int:
     try:
       model.forward_pass(inputs, training=True)
     except (TypeError, ValueError):  # A model that cannot take the data: the round says so.
-      return 0
-    return walk(graph, start)
+      return ForwardPass()
+    total = walk(graph, start)
+  return ForwardPass(total=total, largest=largest)
 
 
 def batch_spec(dataset: tf.data.Dataset):
@@ -260,9 +282,9 @@ def batch_spec(dataset: tf.data.Dataset):
   return None
 
 
-def process_sizes(process, forward: int = 0) -> ProcessSizes:
+def process_sizes(process, forward: ForwardPass | None = None) -> ProcessSizes:
   """Sizes of an `AlgorithmProcess` (or a TFF learning process) from its types; `forward`:
-  its model's forward pass on one batch (`forward_bytes`, 0 where not known)."""
+  its model's forward pass on one batch (`forward_tensors`, zeros where not known)."""
   server = tff_type_bytes(process.initialize.type_signature.result)
   initial_client_state = getattr(process, 'initial_client_state', None)
   client = (tff_type_bytes(initial_client_state.type_signature.result)
@@ -274,7 +296,8 @@ def process_sizes(process, forward: int = 0) -> ProcessSizes:
                       server_state=server,
                       client_state=client,
                       on_tff=getattr(process, 'runs_only_on_tff', True),
-                      forward=forward)
+                      forward=forward.total if forward else 0,
+                      largest_activation=forward.largest if forward else 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,8 +305,9 @@ class Estimate:
   """A run's estimated peak (bytes) and its terms (see the module docstring).
 
   `floor` is what no implementation can do without: `base`, the server states, the states
-  kept in memory, and for the largest algorithm each thread's client its weights, gradient
-  and state, and the round's sum.
+  kept in memory, and for the largest algorithm each thread's client its weights, gradient,
+  state and the largest tensor of a step's forward pass (backpropagation may keep all of
+  them, an implementation that recomputes them needs one at least), and the round's sum.
   """
 
   base: int
@@ -327,7 +351,7 @@ def estimate_run(sizes: Mapping[str, ProcessSizes],
     execution: 'inprocess', 'local' or 'remote'.
     base: bytes of the process when the estimate is made (`resident_bytes()`).
     evaluates: whether the run evaluates (one more model).
-    evaluation_forward: the evaluation's forward pass on one test batch (`forward_bytes`),
+    evaluation_forward: the evaluation's forward pass on one test batch (`forward_tensors`),
       which may be larger than a training step's (the image tasks evaluate in batches of at
       least 500): the allocator's pool holds the larger of the two.
     tff_subrounds: subrounds of a round on TFF's local runtime (`tff_subrounds`).
@@ -381,7 +405,8 @@ def estimate_run(sizes: Mapping[str, ProcessSizes],
       round_bytes = max(round_bytes - tff_bytes, sent + subrounds_bytes)
   floor = sum(s.server_state + (s.client_state * clients_with_state if storage == 'memory' else 0)
               for s in sizes.values())
-  floor += max(threads * (2 * s.model + s.client_state) + s.model for s in sizes.values())
+  floor += max(threads * (2 * s.model + s.client_state + s.largest_activation) + s.model
+               for s in sizes.values())
   return Estimate(base=int(base),
                   resident=int(resident),
                   round=int(round_bytes),
