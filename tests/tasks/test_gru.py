@@ -1,5 +1,8 @@
 """Tests of `tff_flare.tasks.gru`: the same layer as Keras's GRU, computed a sequence at a time."""
 
+import os
+from unittest import mock
+
 import numpy as np
 import tensorflow as tf
 
@@ -71,6 +74,40 @@ class GruTest(tf.test.TestCase):
 
   def test_equals_keras_in_a_function(self):
     self._compare(lambda model, x: tf.function(_loss_and_gradients)(model, x))
+
+  def test_equals_keras_in_either_layout(self):
+    for layout in (gru.PLAIN, gru.TRANSPOSED):
+      with mock.patch.dict(os.environ, {gru.LAYOUT_ENV: layout}):
+        self._compare(lambda model, x: tf.function(_loss_and_gradients)(model, x))
+
+  def test_the_layout_is_measured_once_and_can_be_fixed(self):
+    with mock.patch.dict(os.environ), mock.patch.object(gru, '_layouts', {}):
+      os.environ.pop(gru.LAYOUT_ENV, None)
+      with mock.patch.object(gru, '_time_layouts', wraps=gru._time_layouts) as timed:  # pylint: disable=protected-access
+        first = gru.few_row_layout(_BATCH, _UNITS)
+        self.assertIn(first, (gru.PLAIN, gru.TRANSPOSED))
+        self.assertEqual(gru.few_row_layout(_BATCH, _UNITS), first)
+        self.assertEqual(timed.call_count, 1)
+      # The faster by 1.5x at least, else plain.
+      for seconds, chosen in (({
+          gru.PLAIN: 3.0,
+          gru.TRANSPOSED: 1.0
+      }, gru.TRANSPOSED), ({
+          gru.PLAIN: 1.4,
+          gru.TRANSPOSED: 1.0
+      }, gru.PLAIN), ({
+          gru.PLAIN: 1.0,
+          gru.TRANSPOSED: 3.0
+      }, gru.PLAIN)):
+        with mock.patch.object(gru, '_layouts', {}), mock.patch.object(gru,
+                                                                       '_time_layouts',
+                                                                       return_value=seconds):
+          self.assertEqual(gru.few_row_layout(_BATCH, _UNITS), chosen, seconds)
+      os.environ[gru.LAYOUT_ENV] = gru.TRANSPOSED
+      self.assertEqual(gru.few_row_layout(_BATCH, _UNITS), gru.TRANSPOSED)
+      os.environ[gru.LAYOUT_ENV] = 'sideways'
+      with self.assertRaisesRegex(ValueError, 'TFF_FLARE_GRU_LAYOUT.*plain'):
+        gru.few_row_layout(_BATCH, _UNITS)
 
   def test_reset_states_starts_from_zero(self):
     model = _model(gru.GRU)

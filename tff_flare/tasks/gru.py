@@ -25,14 +25,92 @@ step. On a CPU that is ~4 % of the matmul rate (`benchmarks.floor`). Here, with
 
 The same arithmetic as Keras's cell up to the order of float additions
 (`tests/tasks/test_gru.py` compares outputs, gradients, carried states and `reset_states`).
+
+The per-step matmuls have a few rows (the batch, 8 for the authors) against a 1024-row
+kernel, and which layout of the kernel runs them fast depends on the CPU, by several times:
+as it is (`matmul(h, U)`, 'plain') or transposed once before the loop (`matmul(h, U_t,
+transpose_b=True)`, 'transposed'). On the authors' shapes the transposed one was 2.5x faster
+on the 200 GFLOP/s machines of `docs/performance.md`, the plain one 6.8x faster on a 2-core
+AMD EPYC (AVX2, 89 GFLOP/s). `few_row_layout` measures both once per process, at the first
+trace of a layer, and keeps the faster ('plain' unless the other is 1.5x faster, so that
+timing noise does not flip it); `TFF_FLARE_GRU_LAYOUT=plain|transposed` fixes it. The two
+give the same function; their float sums may be ordered differently.
 """
 
+import os
+import threading
+import time
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
+PLAIN, TRANSPOSED = 'plain', 'transposed'
+LAYOUT_ENV = 'TFF_FLARE_GRU_LAYOUT'
+_layouts: dict[tuple[int, int], str] = {}
+_layouts_lock = threading.Lock()
 
-def _sequence_forward(inputs, initial_state, kernel, recurrent_kernel, bias):
+
+def _time_layouts(rows: int, units: int) -> dict[str, float]:
+  """Seconds of 20 few-row recurrent steps in each layout (the fastest of 3 tries, eager)."""
+  rng = np.random.default_rng(0)
+  h = tf.constant(rng.normal(size=(rows, units)), tf.float32)
+  kernel = tf.constant(rng.normal(size=(units, 3 * units)) / np.sqrt(units), tf.float32)
+  seconds = {}
+  for layout in (PLAIN, TRANSPOSED):
+    right = _right_operand(kernel, layout)
+
+    def steps(x, right=right, layout=layout):
+      for _ in range(20):
+        x = tf.tanh(_times(x, right, layout)[:, :units])
+      return x
+
+    run = tf.function(steps)
+    run(h).numpy()  # Traced and warmed.
+    tries = []
+    for _ in range(3):
+      start = time.perf_counter()
+      run(h).numpy()
+      tries.append(time.perf_counter() - start)
+    seconds[layout] = min(tries)
+  return seconds
+
+
+def few_row_layout(rows: int, units: int) -> str:
+  """The kernel layout of the per-step matmuls for a `[rows, units]` state: `$TFF_FLARE_GRU_LAYOUT`
+  where set, else the faster here, measured once per shape and process (module docstring)."""
+  fixed = os.environ.get(LAYOUT_ENV)
+  if fixed:
+    if fixed not in (PLAIN, TRANSPOSED):
+      raise ValueError(f'{LAYOUT_ENV}={fixed!r}: use {PLAIN!r} or {TRANSPOSED!r}.')
+    return fixed
+  with _layouts_lock:
+    if (rows, units) not in _layouts:
+      seconds: dict[str, float] = {}
+      # Timed eagerly, in a thread of its own: the layer is traced inside graphs.
+      measure = threading.Thread(target=lambda: seconds.update(_time_layouts(rows, units)))
+      measure.start()
+      measure.join()
+      faster = len(seconds) == 2 and seconds[TRANSPOSED] * 1.5 < seconds[PLAIN]
+      _layouts[rows, units] = TRANSPOSED if faster else PLAIN  # PLAIN if the timing failed.
+    return _layouts[rows, units]
+
+
+def _right_operand(matrix, layout: str):
+  """`matrix` ready for `_times(a, ., layout)` = `a @ matrix` (made once, before a loop)."""
+  return matrix if layout == PLAIN else tf.transpose(matrix)
+
+
+def _right_operand_transposed(matrix, layout: str):
+  """`matrix` ready for `_times(a, ., layout)` = `a @ matrix^T`."""
+  return tf.transpose(matrix) if layout == PLAIN else matrix
+
+
+def _times(a, right, layout: str):
+  return tf.matmul(a, right, transpose_b=layout == TRANSPOSED)
+
+
+def _sequence_forward(inputs, initial_state, kernel, recurrent_kernel, bias, layout: str):
   """`(outputs [B, T, H], final state [B, H], saved)` for the backward pass."""
   units = recurrent_kernel.shape[0]
   batch = inputs.shape[0] or tf.shape(inputs)[0]
@@ -41,16 +119,15 @@ def _sequence_forward(inputs, initial_state, kernel, recurrent_kernel, bias):
       tf.matmul(tf.reshape(inputs, [-1, inputs.shape[-1]]), kernel) + bias,
       [batch, steps, 3 * units])
   projected = tf.transpose(projected, [1, 0, 2])  # [T, B, 3H]: a step is one row block.
-  # Transposed once: a [B, H] x [H, n] matmul with few rows runs ~2.5x faster with the
-  # [n, H] operand and transpose_b (oneDNN; measured on the authors' shapes).
-  recurrent_zr_t = tf.transpose(recurrent_kernel[:, :2 * units])
-  recurrent_h_t = tf.transpose(recurrent_kernel[:, 2 * units:])
+  # Laid out once, before the loop (`few_row_layout`).
+  recurrent_zr = _right_operand(recurrent_kernel[:, :2 * units], layout)
+  recurrent_h = _right_operand(recurrent_kernel[:, 2 * units:], layout)
 
   def step(t, h, previous, gates_z, gates_r, candidates):
     p = projected[t]
-    zr = tf.sigmoid(p[:, :2 * units] + tf.matmul(h, recurrent_zr_t, transpose_b=True))
+    zr = tf.sigmoid(p[:, :2 * units] + _times(h, recurrent_zr, layout))
     z, r = zr[:, :units], zr[:, units:]
-    hh = tf.tanh(p[:, 2 * units:] + tf.matmul(r * h, recurrent_h_t, transpose_b=True))
+    hh = tf.tanh(p[:, 2 * units:] + _times(r * h, recurrent_h, layout))
     new_h = z * h + (1.0 - z) * hh
     return (t + 1, new_h, previous.write(t, h), gates_z.write(t, z), gates_r.write(t, r),
             candidates.write(t, hh))
@@ -69,24 +146,26 @@ def _sequence_forward(inputs, initial_state, kernel, recurrent_kernel, bias):
   return outputs, final, (previous, z, r, hh)
 
 
-def _sequence_backward(d_outputs, d_final, inputs, kernel, recurrent_kernel, saved):
+def _sequence_backward(d_outputs, d_final, inputs, kernel, recurrent_kernel, saved, layout: str):
   """Gradients of `_sequence_forward` for its five inputs."""
   previous, z, r, hh = saved  # [T, B, H] each.
   units = recurrent_kernel.shape[0]
   steps = previous.shape[0] or tf.shape(previous)[0]
   d_outputs = tf.transpose(d_outputs, [1, 0, 2])
-  recurrent_zr, recurrent_h = recurrent_kernel[:, :2 * units], recurrent_kernel[:, 2 * units:]
+  # For `a @ U^T`, laid out once before the loop.
+  recurrent_zr_t = _right_operand_transposed(recurrent_kernel[:, :2 * units], layout)
+  recurrent_h_t = _right_operand_transposed(recurrent_kernel[:, 2 * units:], layout)
 
   def step(t, dh_next, d_zr, d_h):
     i = steps - 1 - t
     dh = d_outputs[i] + dh_next
     h, z_i, r_i, hh_i = previous[i], z[i], r[i], hh[i]
     da_h = dh * (1.0 - z_i) * (1.0 - tf.square(hh_i))
-    d_rh = tf.matmul(da_h, recurrent_h, transpose_b=True)
+    d_rh = _times(da_h, recurrent_h_t, layout)
     da_z = dh * (h - hh_i) * z_i * (1.0 - z_i)
     da_r = d_rh * h * r_i * (1.0 - r_i)
     da_zr = tf.concat([da_z, da_r], axis=1)
-    dh_previous = dh * z_i + d_rh * r_i + tf.matmul(da_zr, recurrent_zr, transpose_b=True)
+    dh_previous = dh * z_i + d_rh * r_i + _times(da_zr, recurrent_zr_t, layout)
     return t + 1, dh_previous, d_zr.write(i, da_zr), d_h.write(i, da_h)
 
   shape = previous.shape[1:]
@@ -114,26 +193,44 @@ def _sequence_backward(d_outputs, d_final, inputs, kernel, recurrent_kernel, sav
   return d_inputs, d_initial, d_kernel, d_recurrent, d_bias
 
 
-@tf.custom_gradient
-def gru_sequence(inputs, initial_state, kernel, recurrent_kernel, bias):
+def gru_sequence(inputs, initial_state, kernel, recurrent_kernel, bias, layout: str | None = None):
   """Runs a `reset_after=False` GRU over a sequence.
 
   Args:
     inputs: float [B, T, D].
     initial_state: float [B, H].
     kernel: [D, 3H]; recurrent_kernel: [H, 3H]; bias: [3H] (gates z, r, h in that order).
+    layout: the per-step matmuls' kernel layout, `PLAIN` or `TRANSPOSED`; None: the faster
+      here (`few_row_layout`).
 
   Returns:
     `(outputs [B, T, H], final state [B, H])`.
   """
-  outputs, final, saved = _sequence_forward(inputs, initial_state, kernel, recurrent_kernel, bias)
+  if layout is None:
+    batch = initial_state.shape[0]
+    layout = few_row_layout(batch or 8, recurrent_kernel.shape[0])
+  return _GRU_SEQUENCE[layout](inputs, initial_state, kernel, recurrent_kernel, bias)
 
-  def grad(d_outputs, d_final):
-    d_outputs = tf.zeros_like(outputs) if d_outputs is None else d_outputs
-    d_final = tf.zeros_like(final) if d_final is None else d_final
-    return _sequence_backward(d_outputs, d_final, inputs, kernel, recurrent_kernel, saved)
 
-  return (outputs, final), grad
+def _sequence_with_gradient(layout: str):
+  """`gru_sequence` in one layout, with its gradient."""
+
+  @tf.custom_gradient
+  def sequence(inputs, initial_state, kernel, recurrent_kernel, bias):
+    outputs, final, saved = _sequence_forward(inputs, initial_state, kernel, recurrent_kernel, bias,
+                                              layout)
+
+    def grad(d_outputs, d_final):
+      d_outputs = tf.zeros_like(outputs) if d_outputs is None else d_outputs
+      d_final = tf.zeros_like(final) if d_final is None else d_final
+      return _sequence_backward(d_outputs, d_final, inputs, kernel, recurrent_kernel, saved, layout)
+
+    return (outputs, final), grad
+
+  return sequence
+
+
+_GRU_SEQUENCE = {layout: _sequence_with_gradient(layout) for layout in (PLAIN, TRANSPOSED)}
 
 
 class GRU(tf.keras.layers.GRU):
