@@ -4,6 +4,7 @@ import os
 import pathlib
 import subprocess
 import sys
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
@@ -162,6 +163,12 @@ class TaskRegistryTest(tf.test.TestCase):
     self.assertFalse(task.hparams['is_regularized']('embedding/embeddings:0'))
     self.assertTrue(task.hparams['is_regularized']('gru/gru_cell/kernel:0'))
     self.assertEqual(task.hparams['reg_steps'], 'all')
+
+  def test_a_bad_gru_layout_is_refused_before_the_data_is_read(self):
+    missing = os.path.join(self.get_temp_dir(), 'no_play.txt')
+    with mock.patch.dict(os.environ, {'TFF_FLARE_GRU_LAYOUT': 'sideways'}):
+      with self.assertRaisesRegex(ValueError, "^TFF_FLARE_GRU_LAYOUT='sideways': use 'plain'"):
+        tasks.build_task('shakespeare_gru', source='text', data_path=missing)
 
   def test_shakespeare_rounds_shuffle_anew_and_evaluation_is_the_authors(self):
     speech = '\n'.join(text.VOCAB[:60] for _ in range(450))

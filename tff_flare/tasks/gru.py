@@ -76,13 +76,24 @@ def _time_layouts(rows: int, units: int) -> dict[str, float]:
   return seconds
 
 
+def fixed_layout() -> str | None:
+  """The layout `$TFF_FLARE_GRU_LAYOUT` fixes, or None.
+
+  Raises:
+    ValueError: a value other than 'plain' and 'transposed'.
+  """
+  fixed = os.environ.get(LAYOUT_ENV)
+  if fixed and fixed not in (PLAIN, TRANSPOSED):
+    raise ValueError(f'{LAYOUT_ENV}={fixed!r}: use {PLAIN!r} or {TRANSPOSED!r}.')
+  return fixed or None
+
+
 def few_row_layout(rows: int, units: int) -> str:
   """The kernel layout of the per-step matmuls for a `[rows, units]` state: `$TFF_FLARE_GRU_LAYOUT`
-  where set, else the faster here, measured once per shape and process (module docstring)."""
-  fixed = os.environ.get(LAYOUT_ENV)
+  where set (`fixed_layout`), else the faster here, measured once per shape and process
+  (module docstring)."""
+  fixed = fixed_layout()
   if fixed:
-    if fixed not in (PLAIN, TRANSPOSED):
-      raise ValueError(f'{LAYOUT_ENV}={fixed!r}: use {PLAIN!r} or {TRANSPOSED!r}.')
     return fixed
   with _layouts_lock:
     if (rows, units) not in _layouts:

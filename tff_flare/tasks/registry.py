@@ -34,6 +34,7 @@ import tensorflow_federated as tff
 
 from tff_flare.tasks import data_sources
 from tff_flare.tasks import digits
+from tff_flare.tasks import gru
 from tff_flare.tasks import images
 from tff_flare.tasks import models
 from tff_flare.tasks import partitions
@@ -200,6 +201,7 @@ def _shakespeare_task(name: str, o: TaskOptions) -> Task:
   if o.text_evaluation not in TEXT_EVALUATIONS:
     raise ValueError(f'Unknown text_evaluation {o.text_evaluation!r}; known: '
                      f'{", ".join(TEXT_EVALUATIONS)}.')
+  gru.fixed_layout()  # A bad $TFF_FLARE_GRU_LAYOUT is refused before the data is read.
   source = data_sources.choose_source('shakespeare', o.source, o.data_dir, 'tff', o.data_path)
   train, test = data_sources.load_shakespeare(source, o.data_path, o.data_dir)
   asked = o.num_clients or 10
