@@ -293,6 +293,19 @@ class ImageFolderSourceTest(tf.test.TestCase):
     self.assertEqual(again.fingerprint, after.fingerprint)
     self.assertTrue(cache.is_file())
 
+  def test_a_cache_that_cannot_be_written_is_skipped(self):
+    root = pathlib.Path(self.get_temp_dir()) / 'uncached'
+    _write_imagefolder(root)
+    blocker = pathlib.Path(self.get_temp_dir()) / 'a_file'
+    blocker.write_text('not a folder')
+    for cache_dir in (blocker, blocker / 'below'):  # Not a folder; under a file.
+      os.environ['TFF_FLARE_CACHE'] = str(cache_dir)
+      arrays = data_sources.load_images('cifar10', 'imagefolder', str(root))
+      self.assertLen(arrays.y_train, 3)
+    self.assertEqual(blocker.read_text(), 'not a folder')
+    self.assertEqual(sorted(p.name for p in blocker.parent.iterdir() if p.name != 'uncached'),
+                     ['a_file'])
+
   def test_a_pipe_among_the_images_is_refused_not_read(self):
     root = pathlib.Path(self.get_temp_dir()) / 'with_pipe'
     _write_imagefolder(root)

@@ -14,7 +14,9 @@ Image data sets (MNIST, CIFAR-10, CIFAR-100) come back as `ImageArrays` (uint8 p
   `test/<class>/*` (label = position of the class in sorted order; CIFAR-10's class names sort
   into its label order), such as `../shared/datasets/cifar10_imagefolder.tar.gz`; each split
   is shuffled with a fixed seed (folders are class-sorted; the binary releases are not). Decoded
-  arrays are cached as an `.npz` in the cache directory, keyed by the content (every image).
+  arrays are cached as an `.npz` in the cache directory (`$TFF_FLARE_CACHE`, else
+  `~/.cache/tff_flare`), keyed by the content (every image); a cache that cannot be written
+  is skipped.
 
 Shakespeare comes back as (train, test) `ClientData` of `snippets` strings, one client per
 speaking role, from `'tff'` (`tff.simulation.datasets.shakespeare.load_data`, LEAF's data) or
@@ -25,6 +27,7 @@ A missing or malformed file raises `DataSourceError` naming it.
 """
 
 import collections
+import contextlib
 from collections.abc import Iterable, Sequence
 import dataclasses
 import hashlib
@@ -375,12 +378,13 @@ IMAGEFOLDER_SHUFFLE_SEED = 0
 
 def _load_imagefolder(path: pathlib.Path) -> ImageArrays:
   cache = _imagefolder_cache_path(path)
-  if cache.exists():
+  if _exists(cache):
     try:
       files.check_file(cache)
       return _load_npz(cache)
     except (DataSourceError, files.NotAFileError):  # Damaged (a disk filled while it was
-      cache.unlink(missing_ok=True)  # written?), or not a file: built again.
+      with contextlib.suppress(OSError):  # written?), or not a file: built again.
+        cache.unlink(missing_ok=True)
   if path.is_dir():
     arrays = _read_imagefolder(path)
   else:
@@ -393,15 +397,27 @@ def _load_imagefolder(path: pathlib.Path) -> ImageArrays:
         arrays = _read_imagefolder(roots[0].parent)
     except (tarfile.TarError, EOFError, OSError) as e:
       raise DataSourceError(f'{path} is not a readable .tar.gz of an image folder: {e}') from e
-  cache.parent.mkdir(parents=True, exist_ok=True)
   tmp_cache = cache.with_suffix('.tmp.npz')
-  np.savez(tmp_cache,
-           x_train=arrays.x_train,
-           y_train=arrays.y_train,
-           x_test=arrays.x_test,
-           y_test=arrays.y_test)
-  os.replace(tmp_cache, cache)
+  try:
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(tmp_cache,
+             x_train=arrays.x_train,
+             y_train=arrays.y_train,
+             x_test=arrays.x_test,
+             y_test=arrays.y_test)
+    os.replace(tmp_cache, cache)
+  except OSError:  # A cache that cannot be written (read-only, full, not a folder): the
+    with contextlib.suppress(OSError):  # run goes on with the decoded arrays, and decodes
+      tmp_cache.unlink(missing_ok=True)  # them again next time.
   return arrays
+
+
+def _exists(path: pathlib.Path) -> bool:
+  """Whether `path` exists; False where it cannot be looked at (a folder not readable)."""
+  try:
+    return path.exists()
+  except OSError:
+    return False
 
 
 def _imagefolder_cache_path(path: pathlib.Path) -> pathlib.Path:
