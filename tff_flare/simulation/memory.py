@@ -296,8 +296,8 @@ def process_sizes(process, forward: ForwardPass | None = None) -> ProcessSizes:
                       server_state=server,
                       client_state=client,
                       on_tff=getattr(process, 'runs_only_on_tff', True),
-                      forward=forward.total if forward else 0,
-                      largest_activation=forward.largest if forward else 0)
+                      forward=forward.total if forward is not None else 0,
+                      largest_activation=forward.largest if forward is not None else 0)
 
 
 @dataclasses.dataclass(frozen=True)

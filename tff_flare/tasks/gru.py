@@ -34,7 +34,8 @@ on the 200 GFLOP/s machines of `docs/performance.md`, the plain one 6.8x faster 
 AMD EPYC (AVX2, 89 GFLOP/s). `few_row_layout` measures both once per process, at the first
 trace of a layer, and keeps the faster ('plain' unless the other is 1.5x faster, so that
 timing noise does not flip it); `TFF_FLARE_GRU_LAYOUT=plain|transposed` fixes it. The two
-give the same function; their float sums may be ordered differently.
+give the same function, bit for bit on the EPYC (outputs and gradients of the authors'
+shapes); another CPU's kernels may order their float sums differently.
 """
 
 import os
