@@ -270,7 +270,11 @@ class ImageFolderSourceTest(tf.test.TestCase):
 
   def setUp(self):
     super().setUp()
-    os.environ['TFF_FLARE_CACHE'] = os.path.join(self.get_temp_dir(), 'cache')
+    # Restored after each test: a later test of this worker must not write here.
+    environ = mock.patch.dict(os.environ,
+                              {'TFF_FLARE_CACHE': os.path.join(self.get_temp_dir(), 'cache')})
+    environ.start()
+    self.addCleanup(environ.stop)
 
   def test_the_cache_follows_the_images_not_the_folder(self):
     root = pathlib.Path(self.get_temp_dir()) / 'changing'
