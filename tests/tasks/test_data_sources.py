@@ -307,6 +307,10 @@ class ImageFolderSourceTest(tf.test.TestCase):
       arrays = data_sources.load_images('cifar10', 'imagefolder', str(root))
       self.assertLen(arrays.y_train, 3)
     self.assertEqual(blocker.read_text(), 'not a folder')
+    os.environ['TFF_FLARE_CACHE'] = ''  # Unset, not the working directory.
+    self.assertEqual(
+        data_sources._imagefolder_cache_path(root).parent,  # pylint: disable=protected-access
+        data_sources.DEFAULT_CACHE_DIR)
     self.assertEqual(sorted(p.name for p in blocker.parent.iterdir() if p.name != 'uncached'),
                      ['a_file'])
 

@@ -431,7 +431,8 @@ def _imagefolder_cache_path(path: pathlib.Path) -> pathlib.Path:
     with open(file, 'rb') as f:
       while chunk := f.read(1 << 20):
         digest.update(chunk)
-  cache_dir = pathlib.Path(os.environ.get('TFF_FLARE_CACHE', DEFAULT_CACHE_DIR))
+  # An empty value is unset (pathlib would read it as the working directory).
+  cache_dir = pathlib.Path(os.environ.get('TFF_FLARE_CACHE') or DEFAULT_CACHE_DIR)
   return cache_dir / f'{path.name}.{digest.hexdigest()}.npz'
 
 
