@@ -13,8 +13,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 from tensorflow.core.protobuf import config_pb2
+from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow.core.protobuf import rewriter_config_pb2
 from tensorflow.python.eager import context as tf_context
+from tensorflow.python.grappler import tf_optimizer
 
 from tests import tiny_models
 from tff_flare.algorithms import registry
@@ -200,13 +202,35 @@ class StreamedRoundTest(tf.test.TestCase):
 
 def _memory_optimization() -> int:
   """This thread's Grappler memory optimizer setting for the functions it calls."""
+  return _function_config().graph_options.rewrite_options.memory_optimization
+
+
+def _function_config() -> config_pb2.ConfigProto:
+  """The `ConfigProto` this thread's function calls are optimized with."""
   config = config_pb2.ConfigProto()
   config.ParseFromString(tf_context.context().function_call_options.config_proto_serialized)
-  return config.graph_options.rewrite_options.memory_optimization
+  return config
+
+
+def _largest_constants(concrete, config: config_pb2.ConfigProto, size: int = 64 * 32) -> list:
+  """The shapes of the `Const` nodes of at least `size` elements in `concrete`'s graph as
+  Grappler optimizes it with `config` (its functions' bodies included)."""
+  meta_graph = tf.compat.v1.train.export_meta_graph(graph_def=concrete.graph.as_graph_def(),
+                                                    graph=concrete.graph)
+  fetch = meta_graph_pb2.CollectionDef()
+  fetch.node_list.value.extend(t.name for t in concrete.outputs)
+  meta_graph.collection_def['train_op'].CopyFrom(fetch)
+  optimized = tf_optimizer.OptimizeGraph(config, meta_graph)
+  nodes = list(optimized.node) + [n for f in optimized.library.function for n in f.node_def]
+  shapes = [
+      [d.size for d in n.attr['value'].tensor.tensor_shape.dim] for n in nodes if n.op == 'Const'
+  ]
+  return [shape for shape in shapes if np.prod(shape or [1]) >= size]
 
 
 class GraphRewritesTest(tf.test.TestCase):
-  """The memory optimizer's free-RAM-dependent AddN rewrite is off wherever clients train."""
+  """Grappler's free-RAM-dependent AddN rewrite and its constant folding are off wherever
+  clients train."""
 
   def test_the_setting_holds_inside_and_is_restored(self):
     before = _memory_optimization()
@@ -214,6 +238,29 @@ class GraphRewritesTest(tf.test.TestCase):
     with inprocess.fixed_graph_rewrites():
       self.assertEqual(_memory_optimization(), rewriter_config_pb2.RewriterConfig.NO_MEM_OPT)
     self.assertEqual(_memory_optimization(), before)
+
+  def test_a_client_work_keeps_no_model_sized_constant(self):
+    # Grappler's constant folding made the momentum's initial zeros and a non-finite client's
+    # zeros `Const` nodes, which an instantiated function keeps materialized. The client
+    # work's graph optimized as the in-process engine calls it has none; with TF's default
+    # options it has them (so this test can tell).
+    process = registry.build('flare', tiny_models.softmax_model_fn(64, 32),
+                             tiny_models.tiny_hparams())
+    local = inprocess.InProcessProcess(process, num_threads=1)
+    state = inprocess._to_tensors(local.initialize())  # pylint: disable=protected-access
+    model = local._models.take()  # pylint: disable=protected-access
+    traced = local._client_work_of(model)  # pylint: disable=protected-access
+    concrete = traced.get_concrete_function(
+        state.global_model_weights,
+        local.round_params(state),
+        tiny_models.classification_dataset(0, num_features=64, num_classes=32),
+        inprocess._to_tensors(local.initial_client_state()),  # pylint: disable=protected-access
+        tf.constant(process.client_inputs(_IDS[:1])[0]))
+    with inprocess.fixed_graph_rewrites():
+      engine = _function_config()
+    self.assertEqual(_largest_constants(concrete, engine), [])
+    self.assertIn([64, 32], _largest_constants(concrete, config_pb2.ConfigProto()))
+    local.close()
 
   def test_clients_in_threads_and_the_round_run_without_it(self):
     process = tiny_models.tiny_process('ec_fedprox')

@@ -14,7 +14,8 @@ same `RoundFunctions` the TFF process wraps (`tff_flare.algorithms.composer`) ru
     a `tf.Graph`, as every TFF process builder does;
   * the clients' summable outputs are added in client order and the server step runs as one
     `tf.function` (the round's metrics are read eagerly after it);
-  * every function runs with Grappler's memory optimizer off (`fixed_graph_rewrites`);
+  * every function runs with Grappler's memory optimizer and constant folding off
+    (`fixed_graph_rewrites`);
   * FLARE's selections (the mask's median, the top-k cut) run as the compiled kernels of
     `algorithms/kernels` when they are built (`make kernels`; `algorithms.selection`), the
     TensorFlow ops otherwise: the same values either way.
@@ -54,19 +55,31 @@ ClientStateSink = Callable[[int, Any], None]
 
 @contextlib.contextmanager
 def fixed_graph_rewrites():
-  """In this thread, `tf.function`s are optimized without Grappler's memory optimizer.
+  """In this thread, `tf.function`s are optimized without Grappler's memory optimizer and
+  without its constant folding.
 
-  On a CPU that optimizer rewrites an `AddN` of three or more tensors into an `AccumulateNV2`
-  (a `TemporaryVariable` and one `AssignAdd` per input) when the graph's static peak exceeds
-  80 % of the RAM free at the moment the function is instantiated. The rewrite
-  (a) depends on the machine's free memory, so the same run is optimized differently on
-  different days; (b) adds the inputs in the order they become ready, not a fixed one; and
+  The memory optimizer: on a CPU it rewrites an `AddN` of three or more tensors into an
+  `AccumulateNV2` (a `TemporaryVariable` and one `AssignAdd` per input) when the graph's
+  static peak exceeds 80 % of the RAM free at the moment the function is instantiated. The
+  rewrite (a) depends on the machine's free memory, so the same run is optimized differently
+  on different days; (b) adds the inputs in the order they become ready, not a fixed one; and
   (c) names its variable in the eager context's one per-step container, so two clients
   trained at once by the same graph fail with `AlreadyExistsError: Resource
   __per_step_0/.../tmp_var` (the MNIST FC's momentum step `m * a + g + prox`, 145 MB a
-  tensor). With it off, an `AddN` stays an `AddN`. TF 2.14 has no public switch for this
-  optimizer, so the thread's function call options (which carry the `ConfigProto` every
-  function call is optimized with) are set here and restored on exit.
+  tensor). With it off, an `AddN` stays an `AddN`.
+
+  Constant folding turns every model-sized `tf.zeros` of a client's work (the momentum's
+  initial state, the zeros a non-finite client sends, a new accumulator) into a `Const` node:
+  small in the graph (one value, splatted), but the instantiated function holds each one
+  materialized for as long as it lives, and a run keeps one client work per algorithm and
+  thread. On the MNIST FC that was 0.15 GiB (FedAvg) to 0.22 GiB (FLARE) a function at rest,
+  and 0.3-0.8 GiB of a run's peak (`docs/performance.md`, "Memory"). Off, the zeros are made
+  when a call needs them and freed after; the values are the same (folding evaluates the
+  same kernels), checked bit for bit on runs of the FC, the CNN and the GRU.
+
+  TF 2.14 has no public switch for the memory optimizer, so the thread's function call
+  options (which carry the `ConfigProto` every function call is optimized with) are set here
+  and restored on exit.
   """
   eager = tf_context.context()
   previous = eager.function_call_options
@@ -75,6 +88,7 @@ def fixed_graph_rewrites():
     config.ParseFromString(previous.config_proto_serialized)
   config.graph_options.rewrite_options.memory_optimization = (
       rewriter_config_pb2.RewriterConfig.NO_MEM_OPT)
+  config.graph_options.rewrite_options.constant_folding = rewriter_config_pb2.RewriterConfig.OFF
   eager.function_call_options = tf_context.FunctionCallOptions(executor_type=previous.executor_type,
                                                                config_proto=config)
   try:
