@@ -301,8 +301,10 @@ class EstimateTest(tf.test.TestCase):
     self.assertIn('What fits: tff_subrounds=2 (', refusal)
 
   def test_a_refusal_names_the_system_allocator_where_only_it_fits(self):
-    sizes = _sizes(flare='stateful', ec='stateful', fedavg='plain', tff_fedavg='tff')
-    common = dict(_FULL_ROUND, storage='disk', threads=1)
+    # The authors' FC preset: four stateful algorithms, FedAvg, and TFF's FedAvg on its runtime.
+    stateful = dict.fromkeys(('flare', 'ec', 'ef21_dense', 'ec_fedprox'), 'stateful')
+    sizes = _sizes(**stateful, fedavg='plain', tff_fedavg='tff')
+    common = dict(_FULL_ROUND, storage='disk')  # 2 threads: the pool keeps more of each.
     base = memory.resident_bytes()
     given_back = memory.estimate_run(sizes, **dict(common, base=base, pooling=False)).total
     pooled = min(
@@ -317,7 +319,7 @@ class EstimateTest(tf.test.TestCase):
     self.assertNotIn('tff_subrounds=', refusal)
     # A lighter setting names only what it changes: with one thread asked, states on disk
     # are 'client_state_storage=disk' (was also '..., client_threads=1').
-    in_memory = dict(common, storage='memory')
+    in_memory = dict(common, storage='memory', threads=1)
     on_disk = memory.estimate_run(sizes, **dict(in_memory, base=base, storage='disk')).total
     _, _, refusal = memory.plan(sizes, budget=on_disk + 2**26, **in_memory, pooling=True)
     self.assertIn('What fits: client_state_storage=disk (', refusal)

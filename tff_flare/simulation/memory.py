@@ -61,11 +61,12 @@ from tff_flare.execution import cleanup
 GIB = 2**30
 
 # Model-sized tensors a client at work holds besides the shared model, with or without a
-# client state (fitted; see above): weights read, gradient, update, the optimizer's step; a
-# stateful client's state and the top-k's split are counted with the finished clients (FLARE's
-# masks and targets counted one more until its pull stopped holding them; its client now
-# measures as EC's, on the FC 0.26 GiB above it at 2 threads, EF21's 0.27 below).
-WORKING_MODELS = 4.0
+# client state (fitted; see above): the gradient, the optimizer's state and its step's new
+# values; a stateful client's state and the top-k's split are counted with the finished
+# clients. Fitted to the FC's cells of `benchmarks.memory` (docs/performance.md: 0.86-1.23 of
+# the peaks), after the in-process engine stopped folding constants: a traced client work
+# had kept its model-sized zeros materialized (`inprocess.fixed_graph_rewrites`), one more.
+WORKING_MODELS = 3.0
 # A step's activations per thread: this many times its forward pass's tensors (fitted on the
 # MNIST CNN at batch 600 and the VGG11 at batch 500, where they outweigh the model).
 ACTIVATIONS_PER_FORWARD = 1.0
@@ -77,11 +78,12 @@ TFF_MODELS_PER_CLIENT = 4.0
 # TensorFlow's pooling CPU allocator (BFC, which the programs opt in to, or oneDNN's own)
 # keeps the memory of a round for good, and the next algorithms' rounds of a run, whose
 # tensors come in other sizes, add to it rather than reuse all of it: model-sized tensors kept
-# per algorithm after the first and per client thread (fitted on the FC, one round, states on
-# disk, 2 threads: 1 algorithm 4.55 GiB, 3 algorithms 5.67, 5 algorithms 6.37, about 3.4-4.1
-# models an algorithm; the authors' whole preset with 1 thread and TFF's round in 5
-# subrounds, 8.30 GiB, which 4 models an algorithm overestimated by 30 %).
-KEPT_MODELS_PER_ALGORITHM_AND_THREAD = 2.0
+# per algorithm after the first and per client thread (fitted on the FC, states on disk,
+# 2026-12-08: FLARE alone 3.50 GiB with 2 threads, FLARE, EC and FedAvg 3.96, about 0.85
+# models an algorithm and thread; the authors' whole preset with 1 thread and TFF's round in
+# 5 subrounds 7.21 GiB. Before the in-process engine stopped folding constants, each traced
+# client work kept its zeros too, and this was 2).
+KEPT_MODELS_PER_ALGORITHM_AND_THREAD = 0.75
 # TFF's round in subrounds (`tff_subrounds`, TFF's mergeable context over its one worker),
 # fitted on TFF's FedAvg on the FC, 10 clients, two rounds (docs/performance.md): server
 # states the driver holds per subround (each subround's arguments and partial aggregate, in
