@@ -69,11 +69,13 @@ def fixed_graph_rewrites():
   tensor). With it off, an `AddN` stays an `AddN`.
 
   Constant folding turns every model-sized `tf.zeros` of a client's work (the momentum's
-  initial state, the zeros a non-finite client sends, a new accumulator) into a `Const` node:
+  initial state, FLARE's momentum re-created after its penalized steps, the zeros a
+  non-finite client sends) into a `Const` node:
   small in the graph (one value, splatted), but the instantiated function holds each one
   materialized for as long as it lives, and a run keeps one client work per algorithm and
   thread. On the MNIST FC that was 0.15 GiB (FedAvg) to 0.22 GiB (FLARE) a function at rest,
-  and 0.3-0.8 GiB of a run's peak (`docs/performance.md`, "Memory"). Off, the zeros are made
+  0.3-0.8 GiB of FLARE's peak, 1.2 GiB of three algorithms' (`docs/performance.md`,
+  "Memory"). Off, the zeros are made
   when a call needs them and freed after; the values are the same (folding evaluates the
   same kernels), checked bit for bit on runs of the FC, the CNN and the GRU.
 
